@@ -1,0 +1,80 @@
+"""flowlite: PyTorch-style eager-looking code, one compiled XLA executable per step.
+
+Tensors are lazy: every op records an IR node; `loss.backward()` records the
+backward pass with flowlite's own tape; a sync (explicit, at the end of
+`Optimizer.step()`, or when a value must reach the host) compiles the pending
+graph once through JAX/XLA, caches it by structure and replays it afterwards.
+"""
+from __future__ import annotations
+
+from . import dtypes as _dtypes
+from .dtypes import (DType, float32, float16, bfloat16, float64, int8, int16, int32, int64,
+                     uint8, uint32, bool_ as bool, half, double, long, set_default_dtype,
+                     get_default_dtype)
+from .dtypes import float as float  # noqa: PLC0414
+from .dtypes import int as int  # noqa: PLC0414
+from .device import device, Device, default_device, set_default_device
+from .tensor import Tensor, Size, tensor, from_numpy, from_jax
+from . import primitives as _primitives  # noqa: F401  (fills the primitive table)
+from . import ops as _ops
+from . import tensor_methods as _tensor_methods  # noqa: F401
+from .ops import (zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like,
+                  arange, linspace, eye, cat, concat, stack, where, einsum, matmul, bmm, mm,
+                  maximum, minimum, clamp, clip, split, chunk, unbind, flip, tril, triu,
+                  broadcast_shapes, broadcast_to, gather, scatter, scatter_add, index_select,
+                  masked_fill, take_along_dim, one_hot, nonzero, as_tensor, outer, dot,
+                  exp, log, log1p, expm1, sqrt, rsqrt, sin, cos, tanh, sigmoid, erf, abs, neg,
+                  sign, floor, ceil, round, trunc, square, reciprocal, relu, pow, remainder,
+                  fmod, atan2, sum, mean, prod, amax, amin, max, min, argmax, argmin, var, std,
+                  logsumexp, cumsum, cumprod, norm, all, any, reshape, flatten, unflatten,
+                  squeeze, unsqueeze, permute, transpose, narrow, softmax, log_softmax, isfinite,
+                  isnan, isinf, logical_and, logical_or, logical_xor, logical_not, eq, ne, lt,
+                  le, gt, ge, add, sub, mul, div, floor_divide)
+from .random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm, rand_like,
+                     randn_like, get_rng_state, set_rng_state)
+from .autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+from .executor import sync
+from . import metrics
+
+from_numpy = from_numpy
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """Gradients of `outputs` w.r.t. `inputs` (like torch.autograd.grad), as lazy tensors."""
+    from . import autograd
+    single = isinstance(outputs, Tensor)
+    outs = [outputs] if single else list(outputs)
+    ins_single = isinstance(inputs, Tensor)
+    ins = [inputs] if ins_single else list(inputs)
+    if grad_outputs is None:
+        gos = [None] * len(outs)
+    elif isinstance(grad_outputs, Tensor):
+        gos = [grad_outputs]
+    else:
+        gos = list(grad_outputs)
+    grads = []
+    for o, g in zip(outs, gos):
+        if g is None:
+            if o.shape != ():
+                raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
+                                   f"(output of shape {tuple(o.shape)})")
+            g = ones_like(o)
+        grads.append(g)
+    if retain_graph is None:
+        retain_graph = create_graph
+    res = autograd.run_backward(outs, grads, retain_graph=retain_graph,
+                                create_graph=create_graph, inputs=ins, accumulate=False,
+                                allow_unused=allow_unused)
+    return tuple(res)
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, Tensor)
+
+
+def numel(x) -> int:
+    return x.numel()
+
+
+__version__ = "0.1.0"

@@ -1,0 +1,287 @@
+"""flowlite's reverse-mode tape.
+
+Every differentiable op run under grad mode with an input that requires grad
+gets a `GradFn`: the primitive, its static attributes, the input *nodes*
+(immutable, so in-place rebinding of a tensor never corrupts the tape) with
+their autograd edges, and the output node.  `backward()` walks the GradFns in
+reverse topological order and calls each primitive's VJP — written in
+flowlite ops, so the backward pass is more lazy nodes in the same graph as the
+forward, and with `create_graph=True` it is itself differentiable.
+"""
+from __future__ import annotations
+
+import threading
+import weakref
+
+from . import ir
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "enabled", True)
+
+
+def set_grad_enabled(mode: bool) -> None:
+    _state.enabled = bool(mode)
+
+
+class _GradMode:
+    mode = True
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        set_grad_enabled(self.mode)
+        return self
+
+    def __exit__(self, *exc):
+        set_grad_enabled(self.prev)
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            with self.__class__():
+                return fn(*a, **k)
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Context manager / decorator: ops inside record no tape."""
+    mode = False
+
+
+class enable_grad(_GradMode):
+    mode = True
+
+
+class AccumulateGrad:
+    """Edge into a leaf tensor that requires grad (PyTorch's AccumulateGrad)."""
+    __slots__ = ("tensor_ref", "__weakref__")
+
+    def __init__(self, tensor):
+        self.tensor_ref = weakref.ref(tensor)
+
+    name = "AccumulateGrad"
+
+
+class GradFn:
+    __slots__ = ("prim", "attrs", "inputs", "edges", "out", "retain", "__weakref__")
+
+    def __init__(self, prim, attrs, inputs, edges, out):
+        self.prim = prim
+        self.attrs = attrs
+        self.inputs = inputs      # tuple of Nodes (None once freed)
+        self.edges = edges        # tuple of GradFn | AccumulateGrad | None per input
+        self.out = out            # output Node
+        self.retain = None        # weakref to a non-leaf tensor that called retain_grad()
+
+    def name(self):
+        return f"{self.prim.name.capitalize()}Backward"
+
+    def __repr__(self):
+        return f"<{self.name()}>"
+
+    @property
+    def next_functions(self):
+        return tuple((e, 0) for e in self.edges)
+
+
+# GradFns that may still run backward: their pending saved nodes must survive a sync.
+_live: list = []
+
+
+def register(fn: GradFn) -> None:
+    _live.append(weakref.ref(fn))
+
+
+def saved_pending_nodes() -> list:
+    """Pending nodes saved by live tape entries (extra sync roots)."""
+    out = []
+    alive = []
+    for r in _live:
+        fn = r()
+        if fn is None or fn.inputs is None:
+            continue
+        alive.append(r)
+        for n in fn.inputs:
+            if n.op is not ir.DATA and n.op is not ir.SCALAR:
+                out.append(n)
+        if fn.out.op is not ir.DATA:
+            out.append(fn.out)
+    _live[:] = alive
+    return out
+
+
+class _TupleCotangent(list):
+    """Cotangent of a multi-output node: one slot per output (None = zero)."""
+
+
+def _accumulate(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    if isinstance(a, _TupleCotangent):
+        return _TupleCotangent(_accumulate(x, y) for x, y in zip(a, b))
+    return a + b
+
+
+def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs=None,
+                 accumulate=True, allow_unused=False):
+    """Core engine used by Tensor.backward and flowlite.grad.
+
+    roots: tensors; grads: matching cotangent tensors.  If `inputs` is given,
+    returns the gradient for each (and writes no .grad unless accumulate).
+    """
+    from .tensor import Tensor, _wrap_node
+
+    # Collect GradFns reachable from the roots, with dependency counts.
+    pending = {}   # fn -> accumulated cotangent
+    deps = {}
+    root_edges = []
+    for t, g in zip(roots, grads):
+        e = t._edge
+        if e is None:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a "
+                               "grad_fn")
+        root_edges.append((e, g))
+    target_ids = None
+    captured = {}
+    if inputs is not None:
+        target_ids = {}
+        for i, t in enumerate(inputs):
+            if t._edge is None:
+                raise RuntimeError(f"grad: input {i} does not require grad")
+            target_ids.setdefault(id(t._edge), []).append(i)
+    order_seen = set()
+    stack = [e for e, _ in root_edges]
+    while stack:
+        e = stack.pop()
+        if id(e) in order_seen:
+            continue
+        order_seen.add(id(e))
+        if isinstance(e, GradFn):
+            if e.inputs is None:
+                raise RuntimeError(
+                    "Trying to backward through the graph a second time (or directly access "
+                    "saved tensors after they have already been freed). Specify "
+                    "retain_graph=True on the first backward call if you need to.")
+            for p in e.edges:
+                if p is not None:
+                    deps[id(p)] = deps.get(id(p), 0) + 1
+                    stack.append(p)
+    # Prune functions that cannot reach any requested input (grad() only).
+    useful = None
+    if target_ids is not None:
+        useful = set()
+        memo = {}
+
+        def reaches(e):
+            k = id(e)
+            if k in memo:
+                return memo[k]
+            memo[k] = False
+            r = k in target_ids
+            if isinstance(e, GradFn):
+                for p in e.edges:
+                    if p is not None and reaches(p):
+                        r = True
+            memo[k] = r
+            if r:
+                useful.add(k)
+            return r
+        import sys
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old, 100000))
+        try:
+            for e, _ in root_edges:
+                reaches(e)
+        finally:
+            sys.setrecursionlimit(old)
+
+    prev = is_grad_enabled()
+    set_grad_enabled(create_graph)
+    try:
+        ready = []
+        for e, g in root_edges:
+            pending[id(e)] = _accumulate(pending.get(id(e)), g)
+        objs = {id(e): e for e, _ in root_edges}
+        ready = [e for e, _ in root_edges if deps.get(id(e), 0) == 0]
+        done = set()
+        while ready:
+            e = ready.pop()
+            k = id(e)
+            if k in done:
+                continue
+            done.add(k)
+            g = pending.pop(k, None)
+            if target_ids is not None and k in target_ids:
+                for i in target_ids[k]:
+                    captured[i] = g
+            if isinstance(e, AccumulateGrad):
+                if target_ids is None or accumulate:
+                    t = e.tensor_ref()
+                    if t is not None and g is not None and target_ids is None:
+                        _accumulate_leaf(t, g, create_graph)
+                continue
+            if e.retain is not None and g is not None and not isinstance(g, _TupleCotangent):
+                t = e.retain()
+                if t is not None:
+                    _accumulate_leaf(t, g, create_graph)
+            grads_in = None
+            if g is not None and (useful is None or k in useful):
+                grads_in = _call_vjp(e, g, Tensor, _wrap_node)
+            edges = e.edges
+            if not retain_graph:
+                e.inputs = None
+            for i, p in enumerate(edges):
+                if p is None:
+                    continue
+                pk = id(p)
+                if grads_in is not None:
+                    gi = grads_in[i]
+                    if gi is not None:
+                        pending[pk] = _accumulate(pending.get(pk), gi)
+                objs[pk] = p
+                deps[pk] -= 1
+                if deps[pk] == 0:
+                    ready.append(p)
+    finally:
+        set_grad_enabled(prev)
+    if inputs is not None:
+        result = []
+        for i, t in enumerate(inputs):
+            g = captured.get(i)
+            if g is None and not allow_unused:
+                raise RuntimeError(f"grad: input {i} was not used in the graph of the outputs "
+                                   "(pass allow_unused=True to get None)")
+            result.append(g)
+        return result
+    return None
+
+
+def _call_vjp(fn: GradFn, g, Tensor, wrap):
+    prim = fn.prim
+    if prim.vjp is None:
+        raise RuntimeError(f"the derivative of '{prim.name}' is not implemented")
+    ins = tuple(wrap(n, e) for n, e in zip(fn.inputs, fn.edges))
+    out = wrap(fn.out, fn)
+    grads = prim.vjp(fn.attrs, ins, out, g)
+    if len(grads) != len(ins):
+        raise AssertionError(f"vjp of {prim.name} returned {len(grads)} grads for {len(ins)} inputs")
+    return grads
+
+
+def _accumulate_leaf(t, g, create_graph):
+    if g.shape != t.shape:
+        raise RuntimeError(f"backward: gradient shape {g.shape} does not match tensor shape "
+                           f"{t.shape}")
+    if not create_graph:
+        g = g.detach()
+    if t.grad is None:
+        t.grad = g
+    else:
+        t.grad = t.grad + g

@@ -1,0 +1,92 @@
+"""Counters for everything the executor does, and a readable report.
+
+`counters()` is cheap to call in a loop; `report()` says why each sync
+happened (explicit, `.item()` at file:line, optimizer step, ...).
+"""
+from __future__ import annotations
+
+import collections
+import os
+import sys
+
+_C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_cache_hits": 0,
+      "trace_s": 0.0, "sync_s": 0.0, "compile_s": 0.0, "execute_s": 0.0}
+_sync_causes: collections.Counter = collections.Counter()
+_compile_log: list = []
+
+
+def counters() -> dict:
+    """A snapshot of the counters (ints and cumulative seconds)."""
+    return dict(_C)
+
+
+def reset() -> None:
+    for k in _C:
+        _C[k] = 0.0 if k.endswith("_s") else 0
+    _sync_causes.clear()
+    _compile_log.clear()
+    _last_end[0] = None
+
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def user_site(depth: int = 2) -> str:
+    """file:line of the first frame outside flowlite (the user's line)."""
+    f = sys._getframe(depth)
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back
+    if f is None:
+        return "<unknown>"
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+def note_sync(cause: str) -> None:
+    _C["syncs"] += 1
+    _sync_causes[cause] += 1
+
+
+def note_compile(seconds: float, n_nodes: int, n_inputs: int, n_outputs: int, cause: str) -> None:
+    _C["compiles"] += 1
+    _C["compile_s"] += seconds
+    _compile_pending[0] += seconds
+    _compile_log.append((cause, n_nodes, n_inputs, n_outputs, seconds))
+
+
+_last_end = [None]
+
+
+def note_execution(t0: float, t1: float, t2: float) -> None:
+    """t0: sync start, t1: executable ready, t2: dispatched.  Host time between
+    the previous execution and this sync counts as tracing (recording ops)."""
+    _C["executions"] += 1
+    if _last_end[0] is not None and t0 > _last_end[0]:
+        _C["trace_s"] += t0 - _last_end[0]
+    _C["sync_s"] += (t1 - t0) - (_compile_pending[0])
+    _compile_pending[0] = 0.0
+    _C["execute_s"] += t2 - t1
+    _last_end[0] = t2
+
+
+_compile_pending = [0.0]
+
+
+def report() -> str:
+    c = _C
+    lines = [
+        "flowlite metrics",
+        f"  syncs: {c['syncs']}   executions: {c['executions']}   compiles: {c['compiles']}"
+        f"   cache hits: {c['cache_hits']}   persistent-cache hits: {c['persistent_cache_hits']}",
+        f"  host time recording ops {c['trace_s']:.3f}s   graph walk + key {c['sync_s']:.3f}s"
+        f"   compile {c['compile_s']:.3f}s"
+        f"   execute (dispatch) {c['execute_s']:.3f}s",
+    ]
+    if _sync_causes:
+        lines.append("  syncs by cause:")
+        for cause, n in _sync_causes.most_common():
+            lines.append(f"    {n:6d}  {cause}")
+    if _compile_log:
+        lines.append("  compiles:")
+        for cause, nn, ni, no, s in _compile_log[-20:]:
+            lines.append(f"    {s:7.3f}s  {nn} ops, {ni} inputs, {no} outputs  ({cause})")
+    return "\n".join(lines)

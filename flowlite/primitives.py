@@ -1,0 +1,529 @@
+"""The primitive table.
+
+Each primitive pairs a lowering to `jax.lax`/`jax.numpy` (run only while an
+executable is being built) with a VJP written in flowlite ops (so backward is
+lazy and differentiable again).  Shape/dtype rules come from the front-end
+(`ops.py`) for hot ops, or from the lowering run abstractly once per
+signature (`tensor.infer`).  Everything else in flowlite composes these.
+"""
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from . import ops as F  # VJPs call back into the front-end (resolved at call time)
+from .autograd import _TupleCotangent
+from .ir import Prim
+
+TABLE: dict = {}
+
+
+def prim(name, lower, vjp=None, **kw) -> Prim:
+    p = Prim(name, lower, vjp, **kw)
+    TABLE[name] = p
+    return p
+
+
+def nondiff(name, lower, **kw) -> Prim:
+    return prim(name, lower, None, nondiff=True, **kw)
+
+
+def _st(g, x):
+    """Sum a broadcast cotangent back to x's shape."""
+    return F.sum_to(g, x.shape)
+
+
+# ---- elementwise unary -----------------------------------------------------------------
+neg = prim("neg", lambda a, x: -x, lambda a, i, o, g: (-g,))
+abs_ = prim("abs", lambda a, x: jnp.abs(x), lambda a, i, o, g: (g * F.sign(i[0]),))
+sign = prim("sign", lambda a, x: jnp.sign(x), lambda a, i, o, g: (None,))
+exp = prim("exp", lambda a, x: jnp.exp(x), lambda a, i, o, g: (g * o,))
+log = prim("log", lambda a, x: jnp.log(x), lambda a, i, o, g: (g / i[0],))
+log1p = prim("log1p", lambda a, x: jnp.log1p(x), lambda a, i, o, g: (g / (i[0] + 1),))
+expm1 = prim("expm1", lambda a, x: jnp.expm1(x), lambda a, i, o, g: (g * (o + 1),))
+sqrt = prim("sqrt", lambda a, x: jnp.sqrt(x), lambda a, i, o, g: (g * 0.5 / o,))
+rsqrt = prim("rsqrt", lambda a, x: lax.rsqrt(x), lambda a, i, o, g: (g * -0.5 * o / i[0],))
+sin = prim("sin", lambda a, x: jnp.sin(x), lambda a, i, o, g: (g * F.cos(i[0]),))
+cos = prim("cos", lambda a, x: jnp.cos(x), lambda a, i, o, g: (-(g * F.sin(i[0])),))
+tanh = prim("tanh", lambda a, x: jnp.tanh(x), lambda a, i, o, g: (g * (1 - o * o),))
+sigmoid = prim("sigmoid", lambda a, x: jax.nn.sigmoid(x), lambda a, i, o, g: (g * o * (1 - o),))
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+erf = prim("erf", lambda a, x: lax.erf(x),
+           lambda a, i, o, g: (g * _TWO_OVER_SQRT_PI * F.exp(-(i[0] * i[0])),))
+floor = prim("floor", lambda a, x: jnp.floor(x), lambda a, i, o, g: (None,))
+ceil = prim("ceil", lambda a, x: jnp.ceil(x), lambda a, i, o, g: (None,))
+round_ = prim("round", lambda a, x: jnp.round(x, a[0]), lambda a, i, o, g: (None,))
+logical_not = nondiff("logical_not", lambda a, x: jnp.logical_not(x) if x.dtype == bool
+                      else jnp.invert(x))
+isfinite = nondiff("isfinite", lambda a, x: jnp.isfinite(x))
+isnan = nondiff("isnan", lambda a, x: jnp.isnan(x))
+isinf = nondiff("isinf", lambda a, x: jnp.isinf(x))
+
+
+def _convert_vjp(a, i, o, g):
+    x = i[0]
+    return (F.to_dtype(g, x.dtype),) if x.dtype.is_floating_point else (None,)
+
+
+convert = prim("convert", lambda a, x: x.astype(a[0].np), _convert_vjp)
+
+# ---- elementwise binary (inputs already share a dtype; jnp broadcasts) ---------------------
+add = prim("add", lambda a, x, y: x + y, lambda a, i, o, g: (_st(g, i[0]), _st(g, i[1])))
+sub = prim("sub", lambda a, x, y: x - y, lambda a, i, o, g: (_st(g, i[0]), _st(-g, i[1])))
+mul = prim("mul", lambda a, x, y: x * y,
+           lambda a, i, o, g: (_st(g * i[1], i[0]), _st(g * i[0], i[1])))
+div = prim("div", lambda a, x, y: x / y,
+           lambda a, i, o, g: (_st(g / i[1], i[0]), _st(-(g * o) / i[1], i[1])))
+
+
+def _pow_vjp(a, i, o, g):
+    x, y = i
+    gx = F.where(y == 0, 0.0, g * y * F.pow(x, y - 1))
+    gy = F.where(x == 0, 0.0, g * o * F.log(x))
+    return _st(gx, x), _st(gy, y)
+
+
+pow_ = prim("pow", lambda a, x, y: jnp.power(x, y), _pow_vjp)
+
+
+def _ipow_vjp(a, i, o, g):
+    n = a[0]
+    if n == 0:
+        return (None,)
+    if n == 1:
+        return (g,)
+    if n == 2:
+        return (g * (i[0] * 2),)
+    return (g * (F.integer_pow(i[0], n - 1) * n),)
+
+
+integer_pow = prim("integer_pow", lambda a, x: lax.integer_pow(x, a[0]), _ipow_vjp)
+
+
+def _minmax_vjp(pick):
+    def vjp(a, i, o, g):
+        x, y = i
+        # ties split the gradient evenly, as in PyTorch
+        wx = F.where(pick(x, y), 1.0, F.where(x == y, 0.5, 0.0)).to(g.dtype)
+        return _st(g * wx, x), _st(g * (1 - wx), y)
+    return vjp
+
+
+maximum = prim("maximum", lambda a, x, y: jnp.maximum(x, y), _minmax_vjp(lambda x, y: x > y))
+minimum = prim("minimum", lambda a, x, y: jnp.minimum(x, y), _minmax_vjp(lambda x, y: x < y))
+floor_divide = prim("floor_divide", lambda a, x, y: jnp.floor_divide(x, y),
+                    lambda a, i, o, g: (None, None))
+remainder = prim("remainder", lambda a, x, y: jnp.remainder(x, y),
+                 lambda a, i, o, g: (_st(g, i[0]), _st(-g * F.floor_divide(i[0], i[1]), i[1])))
+fmod = prim("fmod", lambda a, x, y: jnp.fmod(x, y),
+            lambda a, i, o, g: (_st(g, i[0]), _st(-g * F.trunc(i[0] / i[1]), i[1])))
+trunc = prim("trunc", lambda a, x: jnp.trunc(x), lambda a, i, o, g: (None,))
+atan2 = prim("atan2", lambda a, x, y: jnp.arctan2(x, y),
+             lambda a, i, o, g: (_st(g * i[1] / (i[0] * i[0] + i[1] * i[1]), i[0]),
+                                 _st(-g * i[0] / (i[0] * i[0] + i[1] * i[1]), i[1])))
+eq = nondiff("eq", lambda a, x, y: x == y)
+ne = nondiff("ne", lambda a, x, y: x != y)
+lt = nondiff("lt", lambda a, x, y: x < y)
+le = nondiff("le", lambda a, x, y: x <= y)
+gt = nondiff("gt", lambda a, x, y: x > y)
+ge = nondiff("ge", lambda a, x, y: x >= y)
+bit_and = nondiff("and", lambda a, x, y: x & y)
+bit_or = nondiff("or", lambda a, x, y: x | y)
+bit_xor = nondiff("xor", lambda a, x, y: x ^ y)
+
+
+def _where_vjp(a, i, o, g):
+    c, x, y = i
+    z = F.zeros_like(g)
+    return None, _st(F.where(c, g, z), x), _st(F.where(c, z, g), y)
+
+
+where = prim("where", lambda a, c, x, y: jnp.where(c, x, y), _where_vjp)
+
+# ---- reductions (attrs: axes, keepdims) -----------------------------------------------------
+
+
+def _expand_back(g, a, x):
+    """Broadcast a reduced cotangent back over the reduced axes."""
+    axes, keep = a[0], a[1]
+    if not keep:
+        shape = list(x.shape)
+        for ax in axes:
+            shape[ax] = 1
+        g = F.reshape(g, tuple(shape))
+    return F.broadcast_to(g, x.shape)
+
+
+reduce_sum = prim("sum", lambda a, x: jnp.sum(x, axis=a[0], keepdims=a[1]),
+                  lambda a, i, o, g: (_expand_back(g, a, i[0]),))
+
+
+def _extreme_vjp(a, i, o, g):
+    x = i[0]
+    ob = _expand_back(o, a, x)
+    mask = (x == ob).to(g.dtype)
+    count = _expand_back(F.sum(mask, dim=a[0], keepdim=a[1]), a, x)
+    return (_expand_back(g, a, x) * mask / count,)
+
+
+reduce_max = prim("amax", lambda a, x: jnp.max(x, axis=a[0], keepdims=a[1]), _extreme_vjp)
+reduce_min = prim("amin", lambda a, x: jnp.min(x, axis=a[0], keepdims=a[1]), _extreme_vjp)
+
+
+def _prod_vjp(a, i, o, g):
+    x = i[0]
+    axes = a[0]
+    # product of all *other* elements, zero-safe: exclusive cumprods from both ends.
+    rest = [d for d in range(x.ndim) if d not in axes]
+    perm = rest + list(axes)
+    xt = F.permute(x, perm)
+    lead = tuple(xt.shape[:len(rest)])
+    k = 1
+    for ax in axes:
+        k *= x.shape[ax]
+    flat = F.reshape(xt, lead + (k,))
+    one = F.ones_like(F.narrow(flat, -1, 0, 1))
+    left = F.cumprod(F.cat([one, F.narrow(flat, -1, 0, k - 1)], -1), -1)
+    right = F.flip(F.cumprod(F.flip(F.cat([F.narrow(flat, -1, 1, k - 1), one], -1), [-1]), -1), [-1])
+    others = F.reshape(left * right, tuple(xt.shape))
+    inv = [0] * len(perm)
+    for j, p in enumerate(perm):
+        inv[p] = j
+    others = F.permute(others, inv)
+    return (_expand_back(g, a, x) * others,)
+
+
+reduce_prod = prim("prod", lambda a, x: jnp.prod(x, axis=a[0], keepdims=a[1]), _prod_vjp)
+argmax = nondiff("argmax", lambda a, x: jnp.argmax(x, axis=a[0], keepdims=a[1]))
+argmin = nondiff("argmin", lambda a, x: jnp.argmin(x, axis=a[0], keepdims=a[1]))
+reduce_all = nondiff("all", lambda a, x: jnp.all(x, axis=a[0], keepdims=a[1]))
+reduce_any = nondiff("any", lambda a, x: jnp.any(x, axis=a[0], keepdims=a[1]))
+cumsum = prim("cumsum", lambda a, x: lax.cumsum(x, axis=a[0], reverse=a[1]),
+              lambda a, i, o, g: (F.cumsum(g, a[0], reverse=not a[1]),))
+cumprod = prim("cumprod", lambda a, x: lax.cumprod(x, axis=a[0]),
+               lambda a, i, o, g: (F.cumsum(g * o, a[0], reverse=True) / i[0],))
+cummax = nondiff("cummax", lambda a, x: lax.cummax(x, axis=a[0]))
+
+# ---- shape -----------------------------------------------------------------------------------
+reshape = prim("reshape", lambda a, x: jnp.reshape(x, a[0]),
+               lambda a, i, o, g: (F.reshape(g, i[0].shape),))
+broadcast_to = prim("broadcast_to", lambda a, x: jnp.broadcast_to(x, a[0]),
+                    lambda a, i, o, g: (F.sum_to(g, i[0].shape),))
+
+
+def _inverse_perm(p):
+    inv = [0] * len(p)
+    for j, q in enumerate(p):
+        inv[q] = j
+    return tuple(inv)
+
+
+transpose = prim("transpose", lambda a, x: jnp.transpose(x, a[0]),
+                 lambda a, i, o, g: (F.permute(g, _inverse_perm(a[0])),))
+
+
+def _slice_vjp(a, i, o, g):
+    starts, stops, steps = a
+    x = i[0]
+    if g.numel() == 0:
+        return (F.zeros_like(x),)
+    lo, hi, interior = [], [], []
+    for d, (s, e, k) in enumerate(zip(starts, stops, steps)):
+        n = g.shape[d]
+        lo.append(s)
+        interior.append(k - 1)
+        hi.append(x.shape[d] - (s + (n - 1) * k + 1))
+    return (F._pad_prim(g, tuple(lo), tuple(hi), tuple(interior), 0),)
+
+
+slice_ = prim("slice", lambda a, x: lax.slice(x, a[0], a[1], a[2]), _slice_vjp)
+
+
+def _pad_vjp(a, i, o, g):
+    lo, hi, interior, _ = a
+    x = i[0]
+    starts = tuple(lo)
+    steps = tuple(k + 1 for k in interior)
+    stops = tuple(s + (n - 1) * k + 1 if n else s for s, n, k in zip(starts, x.shape, steps))
+    return (F._slice_prim(g, starts, stops, steps),)
+
+
+pad = prim("pad", lambda a, x: lax.pad(x, jnp.asarray(a[3], x.dtype),
+                                       tuple(zip(a[0], a[1], a[2]))), _pad_vjp)
+
+
+def _concat_vjp(a, i, o, g):
+    axis = a[0]
+    out, start = [], 0
+    for x in i:
+        n = x.shape[axis]
+        out.append(F.narrow(g, axis, start, n))
+        start += n
+    return tuple(out)
+
+
+concatenate = prim("concatenate", lambda a, *xs: jnp.concatenate(xs, axis=a[0]), _concat_vjp)
+rev = prim("rev", lambda a, x: lax.rev(x, a[0]), lambda a, i, o, g: (F._rev_prim(g, a[0]),))
+tril = prim("tril", lambda a, x: jnp.tril(x, a[0]), lambda a, i, o, g: (F.tril(g, a[0]),))
+triu = prim("triu", lambda a, x: jnp.triu(x, a[0]), lambda a, i, o, g: (F.triu(g, a[0]),))
+
+# ---- indexing --------------------------------------------------------------------------------
+# An index spec is a tuple of items: ("s", start, stop, step) | ("i", int) | ("n",) for None |
+# ("e",) for Ellipsis | ("t",) for an index tensor taken from the extra inputs, in order.
+
+
+def _build_index(spec, tensors):
+    it = iter(tensors)
+    out = []
+    for item in spec:
+        k = item[0]
+        if k == "s":
+            out.append(slice(item[1], item[2], item[3]))
+        elif k == "i":
+            out.append(item[1])
+        elif k == "n":
+            out.append(None)
+        elif k == "e":
+            out.append(Ellipsis)
+        else:
+            out.append(next(it))
+    return tuple(out)
+
+
+def _index_vjp(a, i, o, g):
+    x, idx = i[0], i[1:]
+    return (F._index_add(F.zeros_like(x), a[0], idx, g),) + (None,) * len(idx)
+
+
+index = prim("index", lambda a, x, *t: x[_build_index(a[0], t)], _index_vjp)
+
+
+def _index_add_vjp(a, i, o, g):
+    x, v, idx = i[0], i[1], i[2:]
+    return (g, _st(F._index(g, a[0], idx), v)) + (None,) * len(idx)
+
+
+def _index_set_vjp(a, i, o, g):
+    x, v, idx = i[0], i[1], i[2:]
+    gx = F._index_set(g, a[0], idx, F.zeros((), dtype=g.dtype, device=g.device))
+    return (gx, _st(F._index(g, a[0], idx), v)) + (None,) * len(idx)
+
+
+index_add = prim("index_add", lambda a, x, v, *t: x.at[_build_index(a[0], t)].add(v),
+                 _index_add_vjp)
+index_set = prim("index_set", lambda a, x, v, *t: x.at[_build_index(a[0], t)].set(v),
+                 _index_set_vjp)
+
+
+def _along(idx, axis):
+    grids = list(jnp.indices(idx.shape, sparse=True))
+    grids[axis] = idx
+    return tuple(grids)
+
+
+def _take_along_vjp(a, i, o, g):
+    x, idx = i
+    return F._scatter_add_prim(F.zeros_like(x), idx, g, a[0]), None
+
+
+take_along = prim("gather", lambda a, x, idx: x[_along(idx, a[0])], _take_along_vjp)
+
+
+def _scatter_add_vjp(a, i, o, g):
+    x, idx, src = i
+    return g, None, F._take_along_prim(g, idx, a[0])
+
+
+def _scatter_vjp(a, i, o, g):
+    x, idx, src = i
+    gx = F._scatter_prim(g, idx, F.zeros_like(src), a[0])
+    return gx, None, F._take_along_prim(g, idx, a[0])
+
+
+scatter_add = prim("scatter_add",
+                   lambda a, x, idx, src: x.at[_along(idx, a[0])].add(
+                       src[tuple(slice(0, n) for n in idx.shape)]), _scatter_add_vjp)
+scatter = prim("scatter",
+               lambda a, x, idx, src: x.at[_along(idx, a[0])].set(
+                   src[tuple(slice(0, n) for n in idx.shape)]), _scatter_vjp)
+
+# ---- linear algebra ------------------------------------------------------------------------
+
+
+def _matmul_vjp(a, i, o, g):
+    x, y = i
+    return _st(F.matmul(g, F.mT(y)), x), _st(F.matmul(F.mT(x), g), y)
+
+
+matmul = prim("matmul", lambda a, x, y: jnp.matmul(x, y, precision=a[0] if a else None),
+              _matmul_vjp)
+
+
+def _einsum_vjp(a, i, o, g):
+    eq = a[0]
+    ins, out = eq.split("->")
+    specs = ins.split(",")
+    grads = []
+    for k, x in enumerate(i):
+        others = [s for j, s in enumerate(specs) if j != k]
+        available = set(out).union(*others) if others else set(out)
+        target = specs[k]
+        keep = "".join(c for c in target if c in available)
+        sub_eq = ",".join([out] + others) + "->" + keep
+        gk = F.einsum(sub_eq, g, *[t for j, t in enumerate(i) if j != k])
+        if keep != target:  # indices summed only inside operand k: broadcast back
+            shape = [x.shape[target.index(c)] if c in keep else 1 for c in target]
+            order = [c for c in target if c in keep]
+            gk = F.reshape(gk, tuple(x.shape[target.index(c)] for c in order))
+            gk = F.reshape(gk, tuple(shape)) if order == [c for c in target if c in keep] else gk
+            gk = F.broadcast_to(gk, x.shape)
+        grads.append(gk)
+    return tuple(grads)
+
+
+einsum = prim("einsum", lambda a, *xs: jnp.einsum(a[0], *xs), _einsum_vjp)
+
+# ---- neural-network primitives -----------------------------------------------------------
+# conv attrs: (strides, padding pairs, lhs_dilation, rhs_dilation, groups)
+
+
+def _conv(a, x, w):
+    strides, padding, lhs_dil, rhs_dil, groups = a[:5]
+    return lax.conv_general_dilated(x, w, strides, padding, lhs_dil, rhs_dil,
+                                    feature_group_count=groups)
+
+
+def _conv_vjp(a, i, o, g):
+    x, w = i
+    return (F._conv_input_grad(g, w, a, tuple(x.shape)),
+            F._conv_weight_grad(x, g, a, tuple(w.shape)))
+
+
+conv = prim("conv", _conv, _conv_vjp)
+
+
+def _conv_input_grad_lower(a, g, w):
+    x_shape = a[5]
+    x_struct = jax.ShapeDtypeStruct(x_shape, g.dtype)
+    return jax.linear_transpose(lambda x: _conv(a, x, w), x_struct)(g)[0]
+
+
+def _conv_weight_grad_lower(a, x, g):
+    w_shape = a[5]
+    w_struct = jax.ShapeDtypeStruct(w_shape, x.dtype)
+    return jax.linear_transpose(lambda w: _conv(a, x, w), w_struct)(g)[0]
+
+
+conv_input_grad = prim(
+    "conv_input_grad", _conv_input_grad_lower,
+    lambda a, i, o, gg: (F._conv_raw(gg, i[1], a[:5]), F._conv_weight_grad(gg, i[0], a[:5],
+                                                                          tuple(i[1].shape))))
+conv_weight_grad = prim(
+    "conv_weight_grad", _conv_weight_grad_lower,
+    lambda a, i, o, gg: (F._conv_input_grad(i[1], gg, a[:5], tuple(i[0].shape)),
+                         F._conv_raw(i[0], gg, a[:5])))
+
+# window reductions: attrs (kind, dims, strides, padding pairs)
+
+
+def _window(a, x):
+    kind, dims, strides, padding = a
+    if kind == "max":
+        init = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+        return lax.reduce_window(x, jnp.asarray(init, x.dtype), lax.max, dims, strides, padding)
+    return lax.reduce_window(x, jnp.asarray(0, x.dtype), lax.add, dims, strides, padding)
+
+
+def _window_vjp(a, i, o, g):
+    if a[0] == "max":
+        return (F._max_window_grad(i[0], g, a),)
+    return (F._sum_window_transpose(g, a, tuple(i[0].shape)),)
+
+
+reduce_window = prim("reduce_window", _window, _window_vjp)
+
+
+def _sum_window_transpose_lower(a, g):
+    x_shape = a[4]
+    return jax.linear_transpose(lambda x: _window(a[:4], x),
+                                jax.ShapeDtypeStruct(x_shape, g.dtype))(g)[0]
+
+
+sum_window_transpose = prim(
+    "sum_window_transpose", _sum_window_transpose_lower,
+    lambda a, i, o, gg: (F._window_raw(gg, a[:4]),))
+
+
+def _max_window_grad_lower(a, x, g):
+    # the scatter of g onto each window's (first) maximum: XLA's select-and-scatter
+    _, vjp_fn = jax.vjp(lambda v: _window(a, v), x)
+    return vjp_fn(g)[0]
+
+
+def _max_window_grad_vjp(a, i, o, gg):
+    # linear in g: its transpose gathers gg at each window's selected maximum
+    x = i[0]
+    return None, F._max_window_select(x, gg, a)
+
+
+max_window_grad = prim("max_window_grad", _max_window_grad_lower, _max_window_grad_vjp)
+
+
+def _max_window_select_lower(a, x, gg):
+    # gather gg at the argmax positions: jvp of the max-window in direction gg
+    return jax.jvp(lambda v: _window(a, v), (x,), (gg,))[1]
+
+
+max_window_select = prim("max_window_select", _max_window_select_lower,
+                         lambda a, i, o, g: (None, F._max_window_grad(i[0], g, a)))
+
+softmax = prim("softmax", lambda a, x: jax.nn.softmax(x, axis=a[0]),
+               lambda a, i, o, g: (o * (g - F.sum(g * o, dim=a[0], keepdim=True)),))
+log_softmax = prim("log_softmax", lambda a, x: jax.nn.log_softmax(x, axis=a[0]),
+                   lambda a, i, o, g: (g - F.exp(o) * F.sum(g, dim=a[0], keepdim=True),))
+
+# ---- creation and randomness (no inputs except an RNG key) ------------------------------------
+full = nondiff("full", lambda a, *s: jnp.full(a[0], a[1], a[2].np))
+iota = nondiff("arange", lambda a: (a[0] + a[2] * jnp.arange(a[3], dtype=jnp.float64
+                                                           if a[4].kind == "f" else None)
+                                    ).astype(a[4].np) if a[4].kind == "f"
+               else jnp.arange(a[0], a[1], a[2], dtype=a[4].np))
+linspace = nondiff("linspace", lambda a: jnp.linspace(a[0], a[1], a[2], dtype=a[3].np))
+eye = nondiff("eye", lambda a: jnp.eye(a[0], a[1], dtype=a[2].np))
+
+
+def _key(k):
+    return jax.random.wrap_key_data(k, impl="threefry2x32")
+
+
+def _sub(k):
+    return jax.random.split(_key(k))[1]
+
+
+rng_next = nondiff("rng_next", lambda a, k: jax.random.key_data(jax.random.split(_key(k))[0]))
+rng_uniform = nondiff("rng_uniform",
+                      lambda a, k: jax.random.uniform(_sub(k), a[0], a[1].np))
+rng_normal = nondiff("rng_normal", lambda a, k: jax.random.normal(_sub(k), a[0], a[1].np))
+rng_randint = nondiff("rng_randint",
+                      lambda a, k: jax.random.randint(_sub(k), a[0], a[2], a[3], a[1].np))
+rng_permutation = nondiff("rng_permutation",
+                          lambda a, k: jax.random.permutation(_sub(k), a[0]).astype(a[1].np))
+rng_trunc_normal = nondiff("rng_trunc_normal",
+                           lambda a, k: jax.random.truncated_normal(_sub(k), a[2], a[3], a[0],
+                                                                    a[1].np))
+
+# ---- multi-output plumbing ---------------------------------------------------------------
+
+
+def _tuple_get_vjp(a, i, o, g):
+    n = a[1]
+    ct = _TupleCotangent([None] * n)
+    ct[a[0]] = g
+    return (ct,)
+
+
+tuple_get = prim("tuple_get", lambda a, t: t[a[0]], _tuple_get_vjp)
+stop_gradient = nondiff("stop_gradient", lambda a, x: lax.stop_gradient(x))

@@ -1,0 +1,134 @@
+"""Device-resident randomness.
+
+The RNG key is itself a tensor (one per device).  Each random op splits it
+inside the graph — the advanced key is a pending output of the same
+executable — so masks differ every step, are reproducible per seed, and the
+seed is never baked into a program.
+"""
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from . import dtypes as D
+from . import primitives as P
+from .device import default_device
+from .tensor import Tensor, apply, from_numpy
+
+_seed = [0]
+_keys: dict = {}   # Device -> Tensor holding raw uint32[2] key data
+
+
+def manual_seed(seed: int) -> None:
+    """Reset every device's generator (like torch.manual_seed)."""
+    _seed[0] = int(seed)
+    _keys.clear()
+
+
+seed = manual_seed
+
+
+def initial_seed() -> int:
+    return _seed[0]
+
+
+def _state(device) -> Tensor:
+    t = _keys.get(device)
+    if t is None:
+        raw = np.asarray(jax.random.key_data(jax.random.key(_seed[0] % (2 ** 63),
+                                                            impl="threefry2x32")))
+        t = _keys[device] = from_numpy(raw.astype(np.uint32), device=device)
+    return t
+
+
+def next_key(device=None) -> Tensor:
+    """The current key for `device`; the generator state advances (lazily)."""
+    device = device or default_device()
+    st = _state(device)
+    key = Tensor(st._node)
+    st._rebind(apply(P.rng_next, (key,), (), (2,), D.uint32), "rng")
+    return key
+
+
+def get_rng_state(device=None) -> Tensor:
+    return Tensor(_state(device or default_device())._node)
+
+
+def set_rng_state(state: Tensor, device=None) -> None:
+    device = device or default_device()
+    if tuple(state.shape) != (2,) or state.dtype is not D.uint32:
+        raise ValueError(f"set_rng_state: expected a uint32 tensor of shape (2,), got "
+                         f"{state.dtype} {tuple(state.shape)}")
+    _keys[device] = Tensor(state._node)
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = size[0]
+    return tuple(int(s) for s in size)
+
+
+def _make(prim, shape, attrs, dtype, device, requires_grad):
+    from .ops import _dev
+    dev = _dev(device)
+    out = apply(prim, (next_key(dev),), attrs, shape, dtype)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def _float_dtype(dtype):
+    d = D.canonical(D.from_any(dtype)) if dtype is not None else D.default_float()
+    if not d.is_floating_point:
+        raise TypeError(f"expected a floating-point dtype, got {d}")
+    return d
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False):
+    shape = _shape(size)
+    d = _float_dtype(dtype)
+    return _make(P.rng_uniform, shape, (shape, d), d, device, requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False):
+    shape = _shape(size)
+    d = _float_dtype(dtype)
+    return _make(P.rng_normal, shape, (shape, d), d, device, requires_grad)
+
+
+def randint(low, high=None, size=None, dtype=None, device=None):
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint: missing required argument 'size'")
+    shape = _shape((size,)) if not isinstance(size, int) else (size,)
+    d = D.canonical(D.from_any(dtype)) if dtype is not None else D.canonical(D.int64)
+    if high <= low:
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    return _make(P.rng_randint, shape, (shape, d, int(low), int(high)), d, device, False)
+
+
+def randperm(n, dtype=None, device=None):
+    d = D.canonical(D.from_any(dtype)) if dtype is not None else D.canonical(D.int64)
+    return _make(P.rng_permutation, (int(n),), (int(n), d), d, device, False)
+
+
+def rand_like(x, dtype=None):
+    return rand(x.shape, dtype=dtype or x.dtype, device=x.device)
+
+
+def randn_like(x, dtype=None):
+    return randn(x.shape, dtype=dtype or x.dtype, device=x.device)
+
+
+def trunc_normal(shape, lower, upper, dtype=None, device=None):
+    d = _float_dtype(dtype)
+    shape = tuple(shape)
+    return _make(P.rng_trunc_normal, shape, (shape, d, float(lower), float(upper)), d, device,
+                 False)
+
+
+def bernoulli_mask(shape, p_keep, dtype=None, device=None):
+    """Bool mask with P(True) = p_keep; p_keep may be a Python float (data, never baked)."""
+    u = rand(shape, dtype=dtype, device=device)
+    return u < p_keep

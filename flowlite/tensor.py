@@ -1,0 +1,419 @@
+"""The lazy `Tensor`: a handle on an IR node plus its autograd edge.
+
+`apply` is the single entry point that records an op: it builds the node
+(shape/dtype checked now, so errors point at the user's line), attaches a
+GradFn when the tape is on, and registers the result as pending work.
+"""
+from __future__ import annotations
+
+import weakref
+
+import jax
+import numpy as np
+
+from . import autograd, dtypes as D, ir
+from . import executor
+from .device import Device, default_device
+
+_Node = ir.Node
+_DATA, _SCALAR = ir.DATA, ir.SCALAR
+_ref = weakref.ref
+_register = executor.register_pending
+_GradFn = autograd.GradFn
+_register_fn = autograd.register
+_state = autograd._state
+
+
+class Tensor:
+    __slots__ = ("_node", "_edge", "grad", "__weakref__")
+    __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to us
+
+    def __init__(self, node, edge=None):
+        self._node = node
+        self._edge = edge
+        self.grad = None
+
+    # ---- metadata (never syncs) -------------------------------------------
+    @property
+    def shape(self):
+        return Size(self._node.shape)
+
+    def size(self, dim=None):
+        s = self._node.shape
+        if dim is None:
+            return Size(s)
+        return s[_norm_dim(dim, len(s), "size")]
+
+    @property
+    def dtype(self):
+        return self._node.dtype
+
+    @property
+    def device(self) -> Device:
+        return self._node.device or default_device()
+
+    @property
+    def ndim(self):
+        return len(self._node.shape)
+
+    def dim(self):
+        return len(self._node.shape)
+
+    def numel(self):
+        n = 1
+        for s in self._node.shape:
+            n *= s
+        return n
+
+    nelement = numel
+
+    def element_size(self):
+        return self._node.dtype.itemsize
+
+    def is_floating_point(self):
+        return self._node.dtype.is_floating_point
+
+    @property
+    def is_pending(self) -> bool:
+        """True while the value is still an unexecuted graph node."""
+        return self._node.op is not _DATA and self._node.op is not _SCALAR
+
+    # ---- autograd -------------------------------------------------------------
+    @property
+    def requires_grad(self):
+        return self._edge is not None
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self.requires_grad_(flag)
+
+    def requires_grad_(self, flag=True):
+        if flag:
+            if isinstance(self._edge, autograd.GradFn):
+                return self
+            if not self._node.dtype.is_floating_point:
+                raise RuntimeError(f"only tensors of floating point dtype can require gradients "
+                                   f"(got {self._node.dtype})")
+            if self._edge is None:
+                self._edge = autograd.AccumulateGrad(self)
+        else:
+            if isinstance(self._edge, autograd.GradFn):
+                raise RuntimeError("you can only change requires_grad flags of leaf variables.")
+            self._edge = None
+        return self
+
+    @property
+    def grad_fn(self):
+        e = self._edge
+        return e if isinstance(e, autograd.GradFn) else None
+
+    @property
+    def is_leaf(self):
+        return not isinstance(self._edge, autograd.GradFn)
+
+    def retain_grad(self):
+        e = self._edge
+        if isinstance(e, autograd.GradFn):
+            e.retain = _ref(self)
+        elif e is None:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+
+    def detach(self):
+        return Tensor(self._node)
+
+    def detach_(self):
+        if isinstance(self._edge, autograd.GradFn) or self._edge is None:
+            self._edge = None
+        return self
+
+    @property
+    def data(self):
+        return Tensor(self._node)
+
+    @data.setter
+    def data(self, other):
+        if not isinstance(other, Tensor):
+            raise TypeError("data: expected a Tensor")
+        if other.shape != self.shape and self._edge is not None:
+            pass
+        self._node = other._node
+        _register(_ref(self))
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        if gradient is None:
+            if self._node.shape != ():
+                raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
+                                   f"(backward on a tensor of shape {tuple(self._node.shape)})")
+            from .ops import ones_like
+            gradient = ones_like(self)
+        elif not isinstance(gradient, Tensor):
+            gradient = tensor(gradient, dtype=self.dtype, device=self.device)
+        if retain_graph is None:
+            retain_graph = create_graph
+        if inputs is not None:
+            grads = autograd.run_backward([self], [gradient], retain_graph=retain_graph,
+                                          create_graph=create_graph, inputs=list(inputs),
+                                          allow_unused=True)
+            for t, g in zip(inputs, grads):
+                if g is not None:
+                    autograd._accumulate_leaf(t, g, create_graph)
+            return
+        autograd.run_backward([self], [gradient], retain_graph=retain_graph,
+                              create_graph=create_graph)
+
+    # ---- host reads (sync) ----------------------------------------------------
+    def _value(self, cause):
+        n = self._node
+        if n.op is _SCALAR:
+            return np.asarray(n.value, dtype=n.dtype.np)
+        if n.op is not _DATA:
+            from .metrics import user_site
+            executor.sync(f"{cause} at {user_site(3)}", extra_roots=(n,))
+        return n.value
+
+    def numpy(self):
+        return np.asarray(self._value(".numpy()"))
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item(): only one element tensors can be converted to Python "
+                             f"scalars (shape {tuple(self.shape)})")
+        return np.asarray(self._value(".item()")).reshape(()).item()
+
+    def tolist(self):
+        return np.asarray(self._value(".tolist()")).tolist()
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous "
+                               f"(shape {tuple(self.shape)})")
+        return bool(np.asarray(self._value("bool()")))
+
+    def __float__(self):
+        return float(np.asarray(self._value("float()")).reshape(()))
+
+    def __int__(self):
+        return int(np.asarray(self._value("int()")).reshape(()))
+
+    def __index__(self):
+        if self.dtype.kind not in "iu":
+            raise TypeError("only integer tensors can be converted to an index")
+        return int(np.asarray(self._value("__index__")).reshape(()))
+
+    def __array__(self, dtype=None, copy=None):
+        a = np.asarray(self._value("np.asarray()"))
+        return a if dtype is None else a.astype(dtype)
+
+    def __len__(self):
+        if not self._node.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._node.shape[0]
+
+    def __iter__(self):
+        if not self._node.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        from .ops import unbind
+        return iter(unbind(self, 0))
+
+    def __repr__(self):
+        from .printing import tensor_repr
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __hash__(self):
+        return id(self)
+
+    def __reduce__(self):
+        # pickling a tensor (e.g. by multiprocessing) copies its value
+        return (_from_pickle, (self.numpy(), self.requires_grad))
+
+    def __format__(self, spec):
+        if self.numel() == 1 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    # ---- in place rebinding ----------------------------------------------------
+    def _rebind(self, new: "Tensor", opname: str):
+        """In-place ops rebind this handle to a new node; the tape keeps old nodes."""
+        if new._node.shape != self._node.shape:
+            raise RuntimeError(f"{opname}: result shape {tuple(new.shape)} doesn't match the "
+                               f"in-place tensor's shape {tuple(self.shape)}")
+        if new._node.dtype is not self._node.dtype:
+            from .ops import to_dtype
+            new = to_dtype(new, self._node.dtype)
+        e = self._edge
+        if e is not None and getattr(_state, "enabled", True):
+            if isinstance(e, autograd.AccumulateGrad):
+                raise RuntimeError(f"{opname}: a leaf Variable that requires grad is being used "
+                                   "in an in-place operation (wrap it in flowlite.no_grad())")
+            self._edge = new._edge
+        elif e is None and new._edge is not None and getattr(_state, "enabled", True):
+            self._edge = new._edge
+        self._node = new._node
+        if new._node.op is not _DATA:
+            _register(_ref(self))
+        return self
+
+
+class Size(tuple):
+    """Shape tuple (PyTorch's torch.Size)."""
+    __slots__ = ()
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __repr__(self):
+        return f"flowlite.Size({list(self)})"
+
+
+def _from_pickle(arr, requires_grad):
+    t = from_numpy(np.asarray(arr))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _norm_dim(dim, ndim, op):
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    if not -max(ndim, 1) <= dim < max(ndim, 1):
+        raise IndexError(f"{op}: dimension out of range (expected to be in range of "
+                         f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {dim})")
+    return dim + ndim if dim < 0 else dim
+
+
+# ---- recording ops ----------------------------------------------------------------
+_infer_cache: dict = {}
+
+
+def infer(prim, attrs, nodes):
+    """Shape/dtype rule fallback: the lowering itself, run abstractly once per
+    signature (jax.eval_shape), then served from a dict."""
+    key = (prim, attrs) + tuple((n.shape, n.dtype) for n in nodes)
+    r = _infer_cache.get(key)
+    if r is None:
+        structs = [jax.ShapeDtypeStruct(n.shape, n.dtype.np) for n in nodes]
+        try:
+            out = jax.eval_shape(lambda *xs: prim.lower(attrs, *xs), *structs)
+        except Exception as e:  # a user error: report it at the op, with shapes
+            shapes = ", ".join(f"{tuple(n.shape)}:{n.dtype.name}" for n in nodes)
+            msg = str(e).split("\n")[0]
+            raise ValueError(f"{prim.name}: invalid arguments (inputs {shapes}; attrs "
+                             f"{_fmt_attrs(attrs)}): {msg}") from None
+        if prim.multi:
+            r = (tuple(tuple(o.shape) for o in out),
+                 tuple(D.from_numpy_dtype(o.dtype) for o in out))
+        else:
+            r = (tuple(out.shape), D.from_numpy_dtype(out.dtype))
+        _infer_cache[key] = r
+    return r
+
+
+def _fmt_attrs(attrs):
+    s = repr(attrs)
+    return s if len(s) < 200 else s[:200] + "..."
+
+
+def apply(prim, inputs, attrs=(), shape=None, dtype=None):
+    """Record `prim(*inputs)`; returns a pending Tensor."""
+    nodes = tuple([t._node for t in inputs])
+    device = None
+    for n in nodes:
+        d = n.device
+        if d is not None:
+            if device is None:
+                device = d
+            elif d is not device:
+                raise RuntimeError(
+                    f"{prim.name}: expected all tensors to be on the same device, but found "
+                    f"at least two devices, {device} and {d}")
+    if device is None:
+        device = default_device()
+    if shape is None:
+        shape, dtype = infer(prim, attrs, nodes)
+    node = _Node(prim, nodes, attrs, shape, dtype, device)
+    out = Tensor(node)
+    if not prim.nondiff and getattr(_state, "enabled", True):
+        edges = tuple([t._edge for t in inputs])
+        for e in edges:
+            if e is not None:
+                if prim.multi or dtype.is_floating_point:
+                    fn = _GradFn(prim, attrs, nodes, edges, node)
+                    out._edge = fn
+                    _register_fn(fn)
+                break
+    _register(_ref(out))
+    return out
+
+
+def _wrap_node(node, edge):
+    return Tensor(node, edge)
+
+
+# ---- creation from host data -------------------------------------------------------
+def _to_device(arr, device):
+    return jax.device_put(arr, device.jax_device)
+
+
+def from_numpy(arr, device=None) -> Tensor:
+    """Host array -> tensor (the transfer is asynchronous)."""
+    arr = np.asarray(arr)
+    d = D.from_numpy_dtype(arr.dtype)
+    if arr.dtype != d.np:
+        arr = arr.astype(d.np)
+    dev = default_device() if device is None else _as_device(device)
+    return Tensor(ir.data_node(_to_device(arr, dev), tuple(arr.shape), d, dev))
+
+
+def from_jax(arr, device=None) -> Tensor:
+    d = D.from_numpy_dtype(arr.dtype)
+    if device is not None:
+        dev = _as_device(device)
+        arr = jax.device_put(arr, dev.jax_device)
+    else:
+        from .device import _from_jax
+        dev = _from_jax(next(iter(arr.devices())))
+    return Tensor(ir.data_node(arr, tuple(arr.shape), d, dev))
+
+
+def _as_device(device):
+    from .device import device as mk
+    return mk(device)
+
+
+def _infer_list_dtype(data):
+    flat = np.asarray(data)
+    if flat.dtype == np.bool_:
+        return D.bool_
+    if flat.dtype.kind in "iu":
+        return D.canonical(D.int64)
+    if flat.dtype.kind == "f":
+        return D.default_float()
+    raise TypeError(f"tensor: cannot infer a dtype from {flat.dtype}")
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """PyTorch's `torch.tensor`: copy data (nested lists, numpy, scalars, tensors)."""
+    if isinstance(data, Tensor):
+        data = data.numpy()
+    if isinstance(data, jax.Array):
+        data = np.asarray(data)
+    if isinstance(data, np.ndarray) and dtype is None:
+        d = D.from_numpy_dtype(data.dtype) if data.dtype != np.float64 else D.default_float()
+    elif dtype is None:
+        d = _infer_list_dtype(data)
+    else:
+        d = D.canonical(D.from_any(dtype))
+    try:
+        arr = np.asarray(data, dtype=d.np)
+    except (ValueError, TypeError) as e:
+        raise TypeError(f"tensor: could not convert data to {d}: {e}") from None
+    dev = default_device() if device is None else _as_device(device)
+    t = Tensor(ir.data_node(_to_device(arr, dev), tuple(arr.shape), d, dev))
+    if requires_grad:
+        t.requires_grad_(True)
+    return t

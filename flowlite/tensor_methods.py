@@ -1,0 +1,219 @@
+"""Binds the front-end ops (ops.py) onto Tensor as PyTorch-named methods,
+operators and in-place `*_` variants (which rebind the handle to a new node)."""
+from __future__ import annotations
+
+from . import dtypes as D
+from . import ops as F
+from . import random as R
+from .tensor import Tensor
+
+
+def _method(fn):
+    return lambda self, *a, **k: fn(self, *a, **k)
+
+
+_PLAIN = [
+    "add", "sub", "mul", "div", "floor_divide", "remainder", "fmod", "pow", "maximum", "minimum",
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
+    "bitwise_not", "neg", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin",
+    "cos", "tanh", "sigmoid", "erf", "floor", "ceil", "trunc", "round", "square", "reciprocal",
+    "relu", "isfinite", "isnan", "isinf", "clamp", "clip", "sum", "mean", "amax", "amin", "max",
+    "min", "argmax", "argmin", "prod", "all", "any", "var", "std", "logsumexp", "cumsum",
+    "cumprod", "norm", "reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze",
+    "permute", "transpose", "t", "expand", "expand_as", "broadcast_to", "repeat", "narrow",
+    "flip", "split", "chunk", "unbind", "tril", "triu", "contiguous", "clone", "gather",
+    "take_along_dim", "scatter", "scatter_add", "index_select", "index_add", "masked_fill",
+    "matmul", "bmm", "mm", "dot", "outer", "softmax", "log_softmax", "atan2", "index_put",
+    "nonzero",
+]
+for _name in _PLAIN:
+    setattr(Tensor, _name, _method(getattr(F, _name)))
+
+Tensor.absolute = Tensor.abs
+Tensor.negative = Tensor.neg
+Tensor.multiply = Tensor.mul
+Tensor.divide = Tensor.div
+Tensor.subtract = Tensor.sub
+Tensor.true_divide = Tensor.div
+Tensor.arctan2 = Tensor.atan2
+Tensor.T = property(F.T)
+Tensor.mT = property(F.mT)
+
+# operators
+Tensor.__add__ = lambda a, b: F._binary(F.P.add, a, b)
+Tensor.__radd__ = lambda a, b: F._binary(F.P.add, a, b)
+Tensor.__sub__ = lambda a, b: F._binary(F.P.sub, a, b)
+Tensor.__rsub__ = lambda a, b: F.rsub(a, b)
+Tensor.__mul__ = lambda a, b: F._binary(F.P.mul, a, b)
+Tensor.__rmul__ = lambda a, b: F._binary(F.P.mul, a, b)
+Tensor.__truediv__ = lambda a, b: F._binary(F.P.div, a, b, "float")
+Tensor.__rtruediv__ = lambda a, b: F.rdiv(a, b)
+Tensor.__floordiv__ = lambda a, b: F.floor_divide(a, b)
+Tensor.__rfloordiv__ = lambda a, b: F.floor_divide(F._lift(b, a), a)
+Tensor.__mod__ = lambda a, b: F.remainder(a, b)
+Tensor.__rmod__ = lambda a, b: F.remainder(F._lift(b, a), a)
+Tensor.__pow__ = lambda a, b: F.pow(a, b)
+Tensor.__rpow__ = lambda a, b: F.pow(F._lift(b, a), a)
+Tensor.__matmul__ = lambda a, b: F.matmul(a, b)
+Tensor.__rmatmul__ = lambda a, b: F.matmul(F.as_tensor(b), a)
+Tensor.__neg__ = F.neg
+Tensor.__pos__ = lambda a: a
+Tensor.__abs__ = F.abs
+Tensor.__invert__ = F.bitwise_not
+Tensor.__and__ = lambda a, b: F._logical(F.P.bit_and, "and", a, b)
+Tensor.__rand__ = lambda a, b: F._logical(F.P.bit_and, "and", a, b)
+Tensor.__or__ = lambda a, b: F._logical(F.P.bit_or, "or", a, b)
+Tensor.__ror__ = lambda a, b: F._logical(F.P.bit_or, "or", a, b)
+Tensor.__xor__ = lambda a, b: F._logical(F.P.bit_xor, "xor", a, b)
+Tensor.__rxor__ = lambda a, b: F._logical(F.P.bit_xor, "xor", a, b)
+Tensor.__eq__ = lambda a, b: F.eq(a, b)
+Tensor.__ne__ = lambda a, b: F.ne(a, b)
+Tensor.__lt__ = lambda a, b: F.lt(a, b)
+Tensor.__le__ = lambda a, b: F.le(a, b)
+Tensor.__gt__ = lambda a, b: F.gt(a, b)
+Tensor.__ge__ = lambda a, b: F.ge(a, b)
+Tensor.__getitem__ = F.getitem
+Tensor.__setitem__ = F.setitem
+
+
+# dtype / device conversion
+def _to(self, *args, **kwargs):
+    """`.to(dtype)`, `.to(device)`, `.to(device, dtype)`, `.to(other_tensor)`."""
+    dtype = kwargs.pop("dtype", None)
+    device = kwargs.pop("device", None)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("copy", None)
+    if kwargs:
+        raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
+    from .device import Device
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, (D.DType, type)) or (hasattr(a, "kind") and not isinstance(a, str)):
+            dtype = a
+        elif isinstance(a, (str, Device)):
+            try:
+                dtype = D.from_any(a) if isinstance(a, str) and not a.split(":")[0] in (
+                    "cpu", "gpu", "cuda", "tpu") else dtype
+                if dtype is None or not isinstance(a, str) or a.split(":")[0] in (
+                        "cpu", "gpu", "cuda", "tpu"):
+                    device = a
+            except TypeError:
+                device = a
+        elif a is not None:
+            raise TypeError(f"to(): unsupported argument {a!r}")
+    out = self
+    if device is not None:
+        out = _to_device(out, device)
+    if dtype is not None:
+        out = F.to_dtype(out, dtype)
+    return out
+
+
+def _to_device(t, device):
+    from .device import device as mk
+    from .tensor import from_jax
+    import jax
+    dev = mk(device)
+    if dev is t.device:
+        return t
+    # a cross-device copy is a cut: the value is produced here, then transferred
+    arr = t._value(".to(device)")
+    out = from_jax(jax.device_put(arr, dev.jax_device), device=dev)
+    if t.requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+Tensor.to = _to
+Tensor.type_as = lambda self, other: F.to_dtype(self, other.dtype)
+Tensor.float = lambda self: F.to_dtype(self, D.float32)
+Tensor.double = lambda self: F.to_dtype(self, D.float64)
+Tensor.half = lambda self: F.to_dtype(self, D.float16)
+Tensor.bfloat16 = lambda self: F.to_dtype(self, D.bfloat16)
+Tensor.long = lambda self: F.to_dtype(self, D.int64)
+Tensor.int = lambda self: F.to_dtype(self, D.int32)
+Tensor.bool = lambda self: F.to_dtype(self, D.bool_)
+Tensor.cpu = lambda self: _to_device(self, "cpu")
+Tensor.cuda = lambda self, index=0: _to_device(self, f"gpu:{index}")
+Tensor.new_zeros = lambda self, *size, dtype=None, device=None: F.zeros(
+    *size, dtype=dtype or self.dtype, device=device or self.device)
+Tensor.new_ones = lambda self, *size, dtype=None, device=None: F.ones(
+    *size, dtype=dtype or self.dtype, device=device or self.device)
+Tensor.new_full = lambda self, size, fill_value, dtype=None, device=None: F.full(
+    size, fill_value, dtype=dtype or self.dtype, device=device or self.device)
+Tensor.new_tensor = lambda self, data, dtype=None, device=None: F.tensor(
+    data, dtype=dtype or self.dtype, device=device or self.device)
+
+
+# ---- in-place variants: compute out of place, then rebind the handle ------------------------
+def _inplace(name, fn):
+    def method(self, *a, **k):
+        return self._rebind(fn(self, *a, **k), name)
+    method.__name__ = name
+    return method
+
+
+for _name in ["add", "sub", "mul", "div", "pow", "clamp", "clip", "masked_fill", "neg", "abs",
+              "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu", "floor", "ceil",
+              "round", "trunc", "remainder", "fmod", "floor_divide", "scatter", "scatter_add",
+              "index_add", "index_put", "maximum", "minimum", "reciprocal", "square", "sign",
+              "tril", "triu", "logical_not"]:
+    setattr(Tensor, _name + "_", _inplace(_name + "_", getattr(F, _name)))
+
+Tensor.__iadd__ = _inplace("__iadd__", lambda a, b: F._binary(F.P.add, a, b))
+Tensor.__isub__ = _inplace("__isub__", lambda a, b: F._binary(F.P.sub, a, b))
+Tensor.__imul__ = _inplace("__imul__", lambda a, b: F._binary(F.P.mul, a, b))
+Tensor.__itruediv__ = _inplace("__itruediv__", lambda a, b: F._binary(F.P.div, a, b, "float"))
+Tensor.__ifloordiv__ = _inplace("__ifloordiv__", F.floor_divide)
+Tensor.__imod__ = _inplace("__imod__", F.remainder)
+Tensor.__ipow__ = _inplace("__ipow__", F.pow)
+Tensor.__iand__ = _inplace("__iand__", lambda a, b: F._logical(F.P.bit_and, "and", a, b))
+Tensor.__ior__ = _inplace("__ior__", lambda a, b: F._logical(F.P.bit_or, "or", a, b))
+Tensor.__ixor__ = _inplace("__ixor__", lambda a, b: F._logical(F.P.bit_xor, "xor", a, b))
+
+
+def _fill_(self, value):
+    return self._rebind(F.full_like(self, value), "fill_")
+
+
+def _zero_(self):
+    return self._rebind(F.zeros_like(self), "zero_")
+
+
+def _copy_(self, src, non_blocking=False):
+    src = src if isinstance(src, Tensor) else F.as_tensor(src)
+    if src.device is not self.device:
+        src = _to_device(src, self.device)
+    return self._rebind(F.broadcast_to(F.to_dtype(src, self.dtype), self._node.shape), "copy_")
+
+
+def _uniform_(self, a=0.0, b=1.0):
+    u = R.rand(self.shape, dtype=self.dtype, device=self.device)
+    return self._rebind(u * (b - a) + a if (a, b) != (0.0, 1.0) else u, "uniform_")
+
+
+def _normal_(self, mean=0.0, std=1.0):
+    n = R.randn(self.shape, dtype=self.dtype, device=self.device)
+    return self._rebind(n * std + mean if (mean, std) != (0.0, 1.0) else n, "normal_")
+
+
+def _bernoulli_(self, p=0.5):
+    return self._rebind(F.to_dtype(R.rand(self.shape, device=self.device) < p, self.dtype),
+                        "bernoulli_")
+
+
+def _random_(self, low=0, high=None):
+    if high is None:
+        low, high = 0, low
+    return self._rebind(R.randint(low, high, self.shape, dtype=self.dtype, device=self.device),
+                        "random_")
+
+
+Tensor.fill_ = _fill_
+Tensor.zero_ = _zero_
+Tensor.copy_ = _copy_
+Tensor.uniform_ = _uniform_
+Tensor.normal_ = _normal_
+Tensor.bernoulli_ = _bernoulli_
+Tensor.random_ = _random_
