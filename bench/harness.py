@@ -140,12 +140,20 @@ def run_isolated(framework: str, workload: str, quick: bool = False, args=(), ti
 # Table
 # --------------------------------------------------------------------------------------------
 
-# (row key, column title, format, True when a larger value is better)
+# (row key, column title, value -> text, True when a larger value is better)
+def fmt_ms(v: float) -> str:
+    """A time given in ms, printed in the unit that suits it (s, ms, µs, ns)."""
+    for scale, unit in ((1e-3, "s"), (1.0, "ms"), (1e3, "µs"), (1e6, "ns")):
+        if v * scale >= 1.0 or unit == "ns":
+            return f"{v * scale:.3g} {unit}"
+    return f"{v} ms"
+
+
 DEFAULT_COLUMNS = (
-    ("ms_per_unit", "median ms", "{:.4g}", False),
-    ("ahead_ms_per_unit", "ahead ms", "{:.4g}", False),
-    ("first_step_s", "first step s", "{:.3g}", False),
-    ("peak_rss_mb", "peak RSS MB", "{:.0f}", False),
+    ("ms_per_unit", "median", fmt_ms, False),
+    ("ahead_ms_per_unit", "ahead", fmt_ms, False),
+    ("first_step_s", "first step", lambda v: fmt_ms(v * 1e3), False),
+    ("peak_rss_mb", "peak RSS MB", "{:.0f}".format, False),
 )
 
 
@@ -163,7 +171,7 @@ def per_unit(row: Mapping) -> dict:
 
 
 def format_table(rows: list, baseline: str = "jax", columns=DEFAULT_COLUMNS) -> str:
-    """Text table grouped by workload. Each row is a dict with at least `workload` and
+    """Text table grouped by workload (time columns are per unit of work, see `per_unit`). Each row is a dict with at least `workload` and
     `framework` plus any of the column keys (run_one's JSON is such a row; `variant` is shown
     beside the workload when present). Each value is followed by its ratio to the `baseline`
     framework's row of the same workload/variant (value / baseline: above 1 means slower or
@@ -173,7 +181,7 @@ def format_table(rows: list, baseline: str = "jax", columns=DEFAULT_COLUMNS) -> 
     rows = [per_unit(r) for r in rows]
     cols = list(columns)
     if any("units_per_s" in r for r in rows):
-        cols.append(("units_per_s", "units/s", "{:.4g}", True))
+        cols.append(("units_per_s", "units/s", "{:.4g}".format, True))
     groups: dict = {}
     for r in rows:
         key = (r["workload"], r.get("variant", ""))
@@ -191,7 +199,7 @@ def format_table(rows: list, baseline: str = "jax", columns=DEFAULT_COLUMNS) -> 
                 if v is None:
                     line += ["-", "-"]
                     continue
-                line.append(fmt.format(v))
+                line.append(fmt(v))
                 if b in (None, 0) or v == 0:
                     line.append("-")
                 else:

@@ -58,6 +58,7 @@ def main(argv=None) -> int:
     p.add_argument("--n-envs", type=int, default=1024)
     p.add_argument("--k-steps", type=int, default=200)
     p.add_argument("--policy", choices=("random", "linear"), default="random")
+    p.add_argument("--rng-impl", default="threefry2x32", help="cartpole: jax.random impl")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--prompt-len", type=int, default=8)
     p.add_argument("--n-new", type=int, default=256)
@@ -74,7 +75,7 @@ def main(argv=None) -> int:
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
     opts = workloads.Options(quick=a.quick, seed=a.seed, n_envs=a.n_envs, k_steps=a.k_steps,
-                             policy=a.policy, batch=a.batch, prompt_len=a.prompt_len,
+                             policy=a.policy, rng_impl=a.rng_impl, batch=a.batch, prompt_len=a.prompt_len,
                              n_new=a.n_new, temperature=a.temperature, top_k=a.top_k or None)
     row = {"framework": a.framework, "workload": a.workload}
     t_build = time.perf_counter()

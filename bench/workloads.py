@@ -36,6 +36,7 @@ class Options:
     n_envs: int = 1024            # cartpole: environments stepped together
     k_steps: int = 200            # cartpole: environment steps fused into one call (compiled)
     policy: str = "random"        # cartpole: "random" or "linear"
+    rng_impl: str = "threefry2x32"  # cartpole, JAX-based: jax.random implementation
     batch: int = 1                # generate: sequences decoded together
     prompt_len: int = 8           # generate
     n_new: int = 256              # generate: new tokens per sequence
@@ -86,7 +87,7 @@ def build_jax(workload: str, opts: Options) -> Workload:
         tr = jr.Trainer(workload, seed=opts.seed)
         return Workload("jax", workload, tr.step, jr.wait, variant=v, loss=float)
     if workload == "cartpole":
-        r = jr.CartPoleRunner(opts.n_envs, opts.k_steps, opts.policy, opts.seed)
+        r = jr.CartPoleRunner(opts.n_envs, opts.k_steps, opts.policy, opts.seed, opts.rng_impl)
         return Workload("jax", workload, r.step, jr.wait, opts.k_steps * opts.n_envs,
                         "env_step", v, info={"fused_steps_per_call": opts.k_steps})
     if workload == "generate":

@@ -1,0 +1,331 @@
+"""Optimizer base: PyTorch's interface, optax's math, one lazy node per group.
+
+`step()` records, for every param group, ONE multi-output primitive whose
+lowering runs the group's optax transformation (`tx.update` +
+`optax.apply_updates`) inside the step's executable, then syncs.  Parameters
+and optimizer state are rebound to that node's outputs, so their old buffers
+are donated.  Numeric hyper-parameters (lr, betas, eps, weight_decay, ...) are
+injected through `optax.inject_hyperparams` and enter the graph as data:
+changing them — by a scheduler or by hand — never recompiles.
+"""
+from __future__ import annotations
+
+import jax
+import optax
+
+from .. import dtypes as D
+from .. import executor
+from .. import primitives as P
+from ..autograd import no_grad
+from ..ir import Prim
+from ..ops import _scalar, to_dtype
+from ..tensor import Tensor, apply, from_jax
+
+# registry of optax transformations used by recorded update nodes (attrs hold the key)
+_TX: dict = {}
+
+
+def _register_tx(key, build):
+    entry = _TX.get(key)
+    if entry is None:
+        entry = _TX[key] = build()
+    return key
+
+
+def _lower_update(attrs, *xs):
+    tx_key, n, state_treedef, hp_names, maximize = attrs
+    tx = _TX[tx_key]
+    params = list(xs[:n])
+    grads = list(xs[n:2 * n])
+    n_state = state_treedef.num_leaves
+    state = jax.tree_util.tree_unflatten(state_treedef, xs[2 * n:2 * n + n_state])
+    hps = xs[2 * n + n_state:]
+    if hp_names:
+        hyper = dict(state.hyperparams)
+        for name, v in zip(hp_names, hps):
+            hyper[name] = v.astype(jax.numpy.asarray(hyper[name]).dtype)
+        state = state._replace(hyperparams=hyper)
+    if maximize:
+        grads = [-g for g in grads]
+    grads = [g.astype(p.dtype) for g, p in zip(grads, params)]
+    updates, new_state = tx.update(grads, state, params)
+    new_params = optax.apply_updates(params, updates)
+    new_params = [q.astype(p.dtype) for q, p in zip(new_params, params)]
+    return tuple(new_params) + tuple(jax.tree_util.tree_leaves(new_state))
+
+
+optax_update = Prim("optax_update", _lower_update, None, multi=True, nondiff=True)
+P.TABLE["optax_update"] = optax_update
+
+
+class _RequiredParameter:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class Optimizer:
+    """Base class.  Subclasses implement `_transform(group)` returning
+    (factory, hyper: dict name->float, static: dict) where `factory(**hyper,
+    **static)` builds an optax GradientTransformation that includes the
+    learning-rate scaling (the update is added to the parameters)."""
+
+    # names in the param group that are per-step numeric hyper-parameters
+    def __init__(self, params, defaults: dict):
+        self.defaults = dict(defaults)
+        self.param_groups: list = []
+        self.state: dict = {}
+        self._opt_state: list = []   # per group: list of state Tensors (optax leaves)
+        self._treedefs: list = []
+        self._step_count = 0
+        params = list(params)
+        if not params:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(params[0], dict):
+            params = [{"params": params}]
+        for g in params:
+            self.add_param_group(g)
+        # materialise initial parameters and state now, so the first training step
+        # already has the steady-state graph (one compile for the whole loop)
+        executor.sync("optimizer init")
+
+    def __repr__(self):
+        lines = [f"{type(self).__name__} ("]
+        for i, g in enumerate(self.param_groups):
+            lines.append(f"Parameter Group {i}")
+            for k in sorted(g):
+                if k != "params":
+                    lines.append(f"    {k}: {g[k]}")
+        lines.append(")")
+        return "\n".join(lines)
+
+    # -- groups --------------------------------------------------------------------------------
+    def add_param_group(self, group: dict) -> None:
+        if not isinstance(group, dict):
+            raise TypeError(f"param group must be a dict, got {type(group).__name__}")
+        ps = group["params"]
+        ps = [ps] if isinstance(ps, Tensor) else list(ps)
+        for p in ps:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is "
+                                f"{type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in ps):
+            raise ValueError("some parameters appear in more than one parameter group")
+        g = dict(group)
+        g["params"] = ps
+        for k, v in self.defaults.items():
+            if v is required and k not in g:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {k}")
+            g.setdefault(k, v)
+        self._validate(g)
+        self.param_groups.append(g)
+        self._init_state(len(self.param_groups) - 1)
+
+    def _validate(self, group):
+        lr = group.get("lr")
+        if lr is not None and not (isinstance(lr, Tensor) or lr >= 0):
+            raise ValueError(f"Invalid learning rate: {lr}")
+
+    def _transform(self, group):
+        raise NotImplementedError
+
+    def _tx_for(self, gi):
+        group = self.param_groups[gi]
+        factory, hyper, static = self._transform(group)
+        key = (type(self).__name__, factory, tuple(sorted(static.items())), tuple(sorted(hyper)))
+
+        def build():
+            return optax.inject_hyperparams(factory, static_args=tuple(static))(
+                **{k: float(v) for k, v in hyper.items()}, **static)
+        _register_tx(key, build)
+        return key, hyper
+
+    def _init_state(self, gi):
+        key, _ = self._tx_for(gi)
+        group = self.param_groups[gi]
+        dev = group["params"][0].device if group["params"] else None
+        with jax.default_device(dev.jax_device if dev else None):
+            init = _TX[key].init([jax.numpy.zeros(tuple(p.shape), p.dtype.np)
+                                  for p in group["params"]])
+        leaves, treedef = jax.tree_util.tree_flatten(init)
+        self._opt_state.append([from_jax(v) for v in leaves])
+        self._treedefs.append(treedef)
+
+    # -- stepping -------------------------------------------------------------------------------
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is not None:
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        p.grad = p.grad.detach() * 0
+
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            from ..autograd import enable_grad
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for gi in range(len(self.param_groups)):
+                self._record_group(gi)
+        self._step_count += 1
+        executor.sync("optimizer.step()")
+        return loss
+
+    def _record_group(self, gi):
+        group = self.param_groups[gi]
+        params = group["params"]
+        live = [i for i, p in enumerate(params) if p.grad is not None]
+        if not live:
+            return
+        key, hyper = self._tx_for(gi)
+        hp_names = tuple(sorted(hyper))
+        state = self._opt_state[gi]
+        treedef = self._treedefs[gi]
+        if len(live) != len(params):
+            # a subset of params has grads: update them alone, keeping their state slices
+            return self._record_subset(gi, live, key, hyper)
+        ps = [params[i] for i in live]
+        gs = [p.grad for p in ps]
+        for p, g in zip(ps, gs):
+            if g.shape != p.shape:
+                raise RuntimeError(f"optimizer: gradient shape {tuple(g.shape)} does not match "
+                                   f"parameter shape {tuple(p.shape)}")
+        hps = [_scalar(float(_as_float(hyper[k])), D.float32) for k in hp_names]
+        inputs = tuple(ps) + tuple(gs) + tuple(state) + tuple(hps)
+        shapes = tuple(tuple(p.shape) for p in ps) + tuple(tuple(s.shape) for s in state)
+        dts = tuple(p.dtype for p in ps) + tuple(s.dtype for s in state)
+        out = apply(optax_update, inputs,
+                    (key, len(ps), treedef, hp_names, bool(group.get("maximize", False))),
+                    shapes, dts)
+        n = len(shapes)
+        for j, t in enumerate(ps + state):
+            t._rebind(apply(P.tuple_get, (out,), (j, n), shapes[j], dts[j]), "optimizer.step")
+
+    def _record_subset(self, gi, live, key, hyper):
+        # Rare path (some params unused this step): fall back to a per-group update where
+        # params without grads get zero grads but keep their state untouched by masking.
+        group = self.param_groups[gi]
+        params = group["params"]
+        from ..ops import zeros_like
+        saved = {}
+        for i, p in enumerate(params):
+            if p.grad is None:
+                saved[i] = p
+                p.grad = zeros_like(p)
+        old_params = [Tensor(p._node) for p in params]
+        old_state = [Tensor(s._node) for s in self._opt_state[gi]]
+        try:
+            self._record_group(gi)
+        finally:
+            for i, p in saved.items():
+                p.grad = None
+        # restore params (and their state entries) that had no gradient
+        state = self._opt_state[gi]
+        for i in saved:
+            params[i]._rebind(old_params[i], "optimizer.step")
+        per_param = _state_index(self._treedefs[gi], len(params))
+        for j, owner in enumerate(per_param):
+            if owner in saved:
+                state[j]._rebind(old_state[j], "optimizer.step")
+
+    # -- (de)serialisation ----------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        groups = []
+        idx = 0
+        for g in self.param_groups:
+            d = {k: v for k, v in g.items() if k != "params"}
+            d["params"] = list(range(idx, idx + len(g["params"])))
+            idx += len(g["params"])
+            groups.append(d)
+        state = {gi: {f"leaf{j}": Tensor(t._node) for j, t in enumerate(st)}
+                 for gi, st in enumerate(self._opt_state)}
+        return {"state": state, "param_groups": groups, "step": self._step_count}
+
+    def load_state_dict(self, sd: dict) -> None:
+        groups = sd["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError(f"loaded state dict has {len(groups)} parameter groups, the "
+                             f"optimizer has {len(self.param_groups)}")
+        for g, lg in zip(self.param_groups, groups):
+            if len(lg["params"]) != len(g["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't "
+                                 "match the size of optimizer's group "
+                                 f"({len(lg['params'])} vs {len(g['params'])})")
+        for g, lg in zip(self.param_groups, groups):
+            for k, v in lg.items():
+                if k != "params":
+                    g[k] = v
+        state = sd["state"]
+        for gi, st in enumerate(self._opt_state):
+            entry = state.get(gi, state.get(str(gi)))
+            if entry is None:
+                raise KeyError(f"optimizer state for group {gi} missing from the state dict")
+            for j, t in enumerate(st):
+                v = entry[f"leaf{j}"]
+                v = v if isinstance(v, Tensor) else from_jax(jax.numpy.asarray(v))
+                if tuple(v.shape) != tuple(t.shape):
+                    raise ValueError(f"optimizer state leaf{j} of group {gi}: shape "
+                                     f"{tuple(v.shape)} in the state dict, {tuple(t.shape)} "
+                                     "expected")
+                with no_grad():
+                    t._rebind(to_dtype(v.to(t.device), t.dtype), "load_state_dict")
+        self._step_count = int(sd.get("step", 0))
+
+
+def _as_float(v):
+    if isinstance(v, Tensor):
+        return v.item()
+    return v
+
+
+def _state_index(treedef, n_params):
+    """For each state leaf, the index of the parameter it belongs to (or None)."""
+    probe = jax.tree_util.tree_unflatten(treedef, list(range(treedef.num_leaves)))
+    owner = [None] * treedef.num_leaves
+    # leaves inside per-parameter lists (mu, nu, trace...) are laid out as lists of n_params
+    def visit(node):
+        if isinstance(node, (list, tuple)) and len(node) == n_params and \
+                all(isinstance(x, int) for x in node) and not hasattr(node, "_fields"):
+            for i, leaf in enumerate(node):
+                owner[leaf] = i
+            return
+        if isinstance(node, dict):
+            for v in node.values():
+                visit(v)
+        elif isinstance(node, (list, tuple)):
+            for v in node:
+                visit(v)
+    visit(probe)
+    return owner
+
+
+class Optax(Optimizer):
+    """Any optax GradientTransformation as a flowlite optimizer: `Optax(params, tx)`.
+
+    The transformation's own hyper-parameters are fixed inside it (wrap it with
+    `optax.inject_hyperparams` yourself and pass the names in `hyperparams` to
+    change them per step without recompiling).
+    """
+
+    def __init__(self, params, tx, hyperparams: dict | None = None):
+        if not isinstance(tx, optax.GradientTransformation):
+            raise TypeError(f"Optax: expected an optax.GradientTransformation, got "
+                            f"{type(tx).__name__}")
+        self._tx = tx
+        self._hp = dict(hyperparams or {})
+        super().__init__(params, dict(self._hp))
+
+    def _tx_for(self, gi):
+        key = ("Optax", id(self._tx))
+        _TX.setdefault(key, self._tx)
+        group = self.param_groups[gi]
+        return key, {k: group[k] for k in self._hp}
