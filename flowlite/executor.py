@@ -87,8 +87,14 @@ def live_pending_roots() -> list:
     return roots
 
 
+tracing_body = [0]   # >0 while a scan body is being traced on placeholders
+
+
 def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
     """Materialise every live tensor that has pending work (one executable per device)."""
+    if tracing_body[0]:
+        raise RuntimeError(f"{cause}: a tensor's value can't be read inside a scan body (the "
+                           "body is traced once on placeholders); move the read after scan()")
     roots = live_pending_roots()
     for n in extra_roots:
         if n.op is not _DATA and n.op is not _SCALAR and n not in roots:

@@ -402,8 +402,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
         data = data.numpy()
     if isinstance(data, jax.Array):
         data = np.asarray(data)
-    if isinstance(data, np.ndarray) and dtype is None:
-        d = D.from_numpy_dtype(data.dtype) if data.dtype != np.float64 else D.default_float()
+    if isinstance(data, (np.ndarray, np.generic)) and dtype is None:
+        d = D.from_numpy_dtype(data.dtype)  # numpy input keeps its dtype, as in PyTorch
     elif dtype is None:
         d = _infer_list_dtype(data)
     else:
