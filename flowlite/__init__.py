@@ -35,6 +35,7 @@ from .random import (manual_seed, seed, initial_seed, rand, randn, randint, rand
 from .autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 from .executor import sync
 from .control_flow import scan
+from .compile import compile
 from . import metrics
 
 from_numpy = from_numpy

@@ -68,7 +68,11 @@ def _setup_persistent_cache():
 _setup_persistent_cache()
 
 
-def live_pending_roots() -> list:
+# Observers (flowlite.compile's recorder) see every execution with its leaves/roots.
+observers: list = []
+
+
+def live_pending_roots(owners=None) -> list:
     roots = []
     seen = set()
     for r in _pending:
@@ -76,9 +80,12 @@ def live_pending_roots() -> list:
         if t is None:
             continue
         n = t._node
-        if n.op is not _DATA and n.op is not _SCALAR and id(n) not in seen:
-            seen.add(id(n))
-            roots.append(n)
+        if n.op is not _DATA and n.op is not _SCALAR:
+            if owners is not None:
+                owners.setdefault(id(n), []).append(t)
+            if id(n) not in seen:
+                seen.add(id(n))
+                roots.append(n)
     for n in autograd.saved_pending_nodes():
         if n.op is not _DATA and id(n) not in seen:
             seen.add(id(n))
@@ -95,7 +102,8 @@ def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
     if tracing_body[0]:
         raise RuntimeError(f"{cause}: a tensor's value can't be read inside a scan body (the "
                            "body is traced once on placeholders); move the read after scan()")
-    roots = live_pending_roots()
+    owners = {} if observers else None
+    roots = live_pending_roots(owners)
     for n in extra_roots:
         if n.op is not _DATA and n.op is not _SCALAR and n not in roots:
             roots.append(n)
@@ -106,7 +114,7 @@ def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
     for n in roots:
         by_device.setdefault(n.device, []).append(n)
     for device, rs in by_device.items():
-        _run(rs, device, cause)
+        _run(rs, device, cause, owners)
 
 
 def _walk(roots):
@@ -179,7 +187,7 @@ def _donatable(leaves, order, slot):
     return tuple(donate)
 
 
-def _run(roots, device, cause):
+def _run(roots, device, cause, owners=None):
     t0 = time.perf_counter()
     slot, order, leaves, scalars, flat = _walk(roots)
     donate = _donatable(leaves, order, slot)
@@ -197,6 +205,9 @@ def _run(roots, device, cause):
     else:
         exe.hits += 1
         metrics._C["cache_hits"] += 1
+    if observers:
+        for ob in observers:
+            ob(exe, leaves, scalars, roots, owners, donate)
     t1 = time.perf_counter()
     outs = exe.fn(*args)
     if donate:

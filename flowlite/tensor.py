@@ -32,6 +32,9 @@ class Tensor:
         self._node = node
         self._edge = edge
         self.grad = None
+        op = node.op
+        if op is not _DATA and op is not _SCALAR:
+            _register(_ref(self))   # every handle on pending work is a candidate sync root
 
     # ---- metadata (never syncs) -------------------------------------------
     @property
@@ -346,7 +349,6 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
                     out._edge = fn
                     _register_fn(fn)
                 break
-    _register(_ref(out))
     return out
 
 

@@ -10,6 +10,8 @@ changing them — by a scheduler or by hand — never recompiles.
 """
 from __future__ import annotations
 
+import weakref
+
 import jax
 import optax
 
@@ -18,7 +20,8 @@ from .. import executor
 from .. import primitives as P
 from ..autograd import no_grad
 from ..ir import Prim
-from ..ops import _scalar, to_dtype
+from ..ir import scalar_node
+from ..ops import to_dtype
 from ..tensor import Tensor, apply, from_jax
 
 # registry of optax transformations used by recorded update nodes (attrs hold the key)
@@ -199,7 +202,7 @@ class Optimizer:
             if g.shape != p.shape:
                 raise RuntimeError(f"optimizer: gradient shape {tuple(g.shape)} does not match "
                                    f"parameter shape {tuple(p.shape)}")
-        hps = [_scalar(float(_as_float(hyper[k])), D.float32) for k in hp_names]
+        hps = [self._hparam(gi, k, hyper[k]) for k in hp_names]
         inputs = tuple(ps) + tuple(gs) + tuple(state) + tuple(hps)
         shapes = tuple(tuple(p.shape) for p in ps) + tuple(tuple(s.shape) for s in state)
         dts = tuple(p.dtype for p in ps) + tuple(s.dtype for s in state)
@@ -209,6 +212,16 @@ class Optimizer:
         n = len(shapes)
         for j, t in enumerate(ps + state):
             t._rebind(apply(P.tuple_get, (out,), (j, n), shapes[j], dts[j]), "optimizer.step")
+
+    def _hparam(self, gi, name, value):
+        # always data (never a baked constant) and tagged with its source, so a replayed
+        # step (flowlite.compile) re-reads the current value from the param group
+        t = Tensor(scalar_node(float(_as_float(value)), D.float32))
+        t._node.site = ("hparam", weakref.ref(self), gi, name)
+        return t
+
+    def current_hparam(self, gi, name) -> float:
+        return float(_as_float(self._tx_for(gi)[1][name]))
 
     def _record_subset(self, gi, live, key, hyper):
         # Rare path (some params unused this step): fall back to a per-group update where

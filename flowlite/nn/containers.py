@@ -1,0 +1,329 @@
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict (PyTorch's)."""
+from __future__ import annotations
+
+import collections
+import operator
+
+from ..tensor import Tensor
+from .module import Module, Parameter
+
+
+def _index(idx, n, what):
+    idx = operator.index(idx)
+    if not -n <= idx < n:
+        raise IndexError(f"index {idx} is out of range for {what} of length {n}")
+    return idx + n if idx < 0 else idx
+
+
+class Sequential(Module):
+    """Modules applied in order; indexable (`seq[0]`, `seq[-1]`) and sliceable (`seq[1:]`)."""
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], collections.OrderedDict):
+            for key, m in args[0].items():
+                self.add_module(key, m)
+        else:
+            for i, m in enumerate(args):
+                self.add_module(str(i), m)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(collections.OrderedDict(list(self._modules.items())[idx]))
+        return list(self._modules.values())[_index(idx, len(self), "Sequential")]
+
+    def __setitem__(self, idx, module):
+        key = list(self._modules)[_index(idx, len(self), "Sequential")]
+        self.add_module(key, module)
+
+    def __delitem__(self, idx):
+        keys = list(self._modules)
+        if isinstance(idx, slice):
+            for k in keys[idx]:
+                del self._modules[k]
+        else:
+            del self._modules[keys[_index(idx, len(self), "Sequential")]]
+        # PyTorch keeps keys as consecutive indices after deletion
+        items = list(self._modules.values())
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise TypeError(f"add operator supports only objects of Sequential class, but "
+                            f"{type(other)} is given.")
+        out = Sequential()
+        for m in list(self) + list(other):
+            out.append(m)
+        return out
+
+    def append(self, module) -> "Sequential":
+        self.add_module(str(len(self)), module)
+        return self
+
+    def insert(self, index: int, module) -> "Sequential":
+        n = len(self)
+        if not -n <= index <= n:
+            raise IndexError(f"Index out of range: {index}")
+        if index < 0:
+            index += n
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self.add_module(str(i), m)
+        return self
+
+    def extend(self, modules) -> "Sequential":
+        for m in modules:
+            self.append(m)
+        return self
+
+    def pop(self, index: int = -1):
+        m = self[index]
+        del self[index]
+        return m
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+
+class ModuleList(Module):
+    """A list of modules, registered (their parameters belong to the parent)."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(list(self._modules.values())[idx])
+        return self._modules[str(_index(idx, len(self), "ModuleList"))]
+
+    def __setitem__(self, idx, module):
+        self.add_module(str(_index(idx, len(self), "ModuleList")), module)
+
+    def __delitem__(self, idx):
+        items = list(self._modules.values())
+        if isinstance(idx, slice):
+            del items[idx]
+        else:
+            del items[_index(idx, len(self), "ModuleList")]
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self._modules[str(i)] = m
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def __add__(self, other):
+        return ModuleList(list(self) + list(other))
+
+    def append(self, module) -> "ModuleList":
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules) -> "ModuleList":
+        if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
+            raise TypeError("ModuleList.extend should be called with an iterable of modules")
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module) -> None:
+        items = list(self._modules.values())
+        items.insert(index, module)
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self.add_module(str(i), m)
+
+    def pop(self, index: int = -1):
+        m = self[index]
+        del self[index]
+        return m
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleList is a container and has no forward(); iterate over "
+                                  "it in the parent's forward")
+
+
+class ModuleDict(Module):
+    """An ordered dict of modules, registered under their keys."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __delitem__(self, key):
+        del self._modules[key]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def clear(self):
+        self._modules.clear()
+
+    def pop(self, key):
+        m = self._modules[key]
+        del self._modules[key]
+        return m
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def update(self, modules):
+        items = modules.items() if isinstance(modules, (collections.abc.Mapping, ModuleDict)) \
+            else modules
+        for k, m in items:
+            self[k] = m
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ModuleDict is a container and has no forward()")
+
+
+def _as_parameter(value):
+    if isinstance(value, Parameter) or value is None:
+        return value
+    if isinstance(value, Tensor):
+        return Parameter(value)
+    raise TypeError(f"expected a Parameter or Tensor, got {type(value).__name__}")
+
+
+class ParameterList(Module):
+    """A list of parameters registered under keys "0", "1", ... (PyTorch's)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ParameterList(list(self._parameters.values())[idx])
+        return self._parameters[str(_index(idx, len(self), "ParameterList"))]
+
+    def __setitem__(self, idx, value):
+        self.register_parameter(str(_index(idx, len(self), "ParameterList")),
+                                _as_parameter(value))
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def append(self, value) -> "ParameterList":
+        self.register_parameter(str(len(self)), _as_parameter(value))
+        return self
+
+    def extend(self, values) -> "ParameterList":
+        for v in values:
+            self.append(v)
+        return self
+
+    def extra_repr(self):
+        return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size "
+                         f"{'x'.join(str(s) for s in p.shape)}]"
+                         for k, p in self._parameters.items() if p is not None)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterList is a container and has no forward()")
+
+
+class ParameterDict(Module):
+    """An ordered dict of parameters registered under their keys."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, value):
+        self.register_parameter(key, _as_parameter(value))
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def items(self):
+        return self._parameters.items()
+
+    def values(self):
+        return self._parameters.values()
+
+    def pop(self, key):
+        p = self._parameters[key]
+        del self._parameters[key]
+        return p
+
+    def get(self, key, default=None):
+        return self._parameters.get(key, default)
+
+    def clear(self):
+        self._parameters.clear()
+
+    def update(self, parameters):
+        items = parameters.items() if isinstance(parameters, (collections.abc.Mapping,
+                                                              ParameterDict)) else parameters
+        for k, v in items:
+            self[k] = v
+
+    def extra_repr(self):
+        return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size "
+                         f"{'x'.join(str(s) for s in p.shape)}]"
+                         for k, p in self._parameters.items() if p is not None)
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError("ParameterDict is a container and has no forward()")
