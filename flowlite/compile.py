@@ -139,8 +139,7 @@ class CompiledFunction:
         info = self._analyse(rec, flat, arg_nodes, state_start, result, prev)
         self._history[sig] = info
         if info.get("plan") is not None and prev is not None and prev.get("exe") is info["exe"] \
-                and prev.get("scalars") == info["scalars"] and \
-                prev.get("const_ids") == info["const_ids"]:
+                and prev.get("scalars") == info["scalars"] and _same_consts(prev, info):
             self._plans[sig] = info["plan"]
         return result
 
@@ -174,6 +173,7 @@ class CompiledFunction:
                 sources.append(("const", leaf))
                 const_ids.append(k)
         info["const_ids"] = tuple(const_ids)
+        info["leaf_refs"] = [weakref.ref(leaf) for leaf in leaves]
         if prev is None:
             return info
         # the outputs: which persistent tensors are rebound, which grads set, what is returned
@@ -324,6 +324,13 @@ class CompiledFunction:
 
 
 _FALLBACK = object()
+
+
+def _same_consts(prev, info):
+    """Constant inputs of this call must have been inputs of the previous call too
+    (a leaf created inside the body — host data read per call — is not replayable)."""
+    before = {id(r()) for r in prev.get("leaf_refs", ()) if r() is not None}
+    return all(k in before for k in info["const_ids"])
 
 
 def _pack(plan, scalars):

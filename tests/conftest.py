@@ -107,18 +107,23 @@ def check_grad(fl_fn, jnp_fn, *arrays, wrt=None, rtol=1e-7, atol=1e-9, seed=0,
     ts = [fl.from_numpy(a) for a in arrays]
     for i in wrt:
         ts[i].requires_grad_(True)
-    outs = _as_tuple(fl_fn(*ts))
+    with fl.no_grad():
+        outs = _as_tuple(fl_fn(*ts))
     g = np.random.default_rng(seed)
     cts = [g.standard_normal(tuple(o.shape)) if o.dtype.is_floating_point else None
            for o in outs]
     fl_grads = []
-    for o, ct in zip(outs, cts):
-        if ct is None or not o.requires_grad:
+    for k, ct in enumerate(cts):
+        # a fresh forward per output, its tape freed by the backward (retain_graph=False):
+        # every output's gradient is its own lazy graph, all materialised by one sync below
+        o = _as_tuple(fl_fn(*ts))[k] if ct is not None else None
+        if o is None or not o.requires_grad:
             fl_grads.append(None)
             continue
         gs = fl.grad(o, [ts[i] for i in wrt], grad_outputs=fl.from_numpy(ct.astype(o.dtype.np)),
-                     retain_graph=True, allow_unused=True)
+                     allow_unused=True)
         fl_grads.append(gs)
+        del o
     fl.sync()  # one executable for every value and gradient above
 
     def f(*diff):
@@ -127,7 +132,10 @@ def check_grad(fl_fn, jnp_fn, *arrays, wrt=None, rtol=1e-7, atol=1e-9, seed=0,
             full[i] = d
         return _as_tuple(jnp_fn(*[jnp.asarray(a) for a in full]))
 
-    ref_outs, vjp_fn = jax.vjp(f, *[jnp.asarray(arrays[i]) for i in wrt])
+    # the reference is jitted: one program for the values, one for the VJP (called per output)
+    diff = tuple(jnp.asarray(arrays[i]) for i in wrt)
+    ref_outs = jax.jit(f)(*diff)
+    vjp_fn = jax.jit(lambda d, c: jax.vjp(f, *d)[1](c))
     assert len(ref_outs) == len(outs), f"{len(outs)} flowlite outputs vs {len(ref_outs)} in jax"
     for k, (o, r) in enumerate(zip(outs, ref_outs)):
         r = np.asarray(r)
@@ -149,7 +157,7 @@ def check_grad(fl_fn, jnp_fn, *arrays, wrt=None, rtol=1e-7, atol=1e-9, seed=0,
         zero_cts = tuple(z if np.asarray(r).dtype.kind == "f"
                          else np.zeros(np.shape(r), jax.dtypes.float0)
                          for z, r in zip(zero_cts, ref_outs))
-        ref_grads = vjp_fn(zero_cts)
+        ref_grads = vjp_fn(diff, zero_cts)
         got = fl_grads[k]
         for j, i in enumerate(wrt):
             gref = np.asarray(ref_grads[j])

@@ -1,2 +1,11 @@
 """flowlite.optim: PyTorch-style optimizers whose math is optax's."""
 from .optimizer import Optimizer, Optax, required  # noqa: F401
+from .sgd import SGD  # noqa: F401
+from .adam import Adam, AdamW  # noqa: F401
+from .adamax import Adamax  # noqa: F401
+from .nadam import NAdam  # noqa: F401
+from .rmsprop import RMSprop  # noqa: F401
+from .adagrad import Adagrad  # noqa: F401
+from .lion import Lion  # noqa: F401
+from . import lr_scheduler  # noqa: F401
+from . import transforms  # noqa: F401

@@ -13,6 +13,7 @@ from __future__ import annotations
 import weakref
 
 import jax
+import jax.numpy as jnp
 import optax
 
 from .. import dtypes as D
@@ -41,7 +42,8 @@ def _lower_update(attrs, *xs):
     params = list(xs[:n])
     grads = list(xs[n:2 * n])
     n_state = state_treedef.num_leaves
-    state = jax.tree_util.tree_unflatten(state_treedef, xs[2 * n:2 * n + n_state])
+    old_leaves = xs[2 * n:2 * n + n_state]
+    state = jax.tree_util.tree_unflatten(state_treedef, old_leaves)
     hps = xs[2 * n + n_state:]
     if hp_names:
         hyper = dict(state.hyperparams)
@@ -54,7 +56,11 @@ def _lower_update(attrs, *xs):
     updates, new_state = tx.update(grads, state, params)
     new_params = optax.apply_updates(params, updates)
     new_params = [q.astype(p.dtype) for q, p in zip(new_params, params)]
-    return tuple(new_params) + tuple(jax.tree_util.tree_leaves(new_state))
+    # state keeps its dtypes (e.g. bfloat16 moments for bfloat16 params, as in PyTorch) even
+    # where float32 hyper-parameters promote the arithmetic
+    new_leaves = [v.astype(o.dtype) for v, o in zip(jax.tree_util.tree_leaves(new_state),
+                                                     old_leaves)]
+    return tuple(new_params) + tuple(new_leaves)
 
 
 optax_update = Prim("optax_update", _lower_update, None, multi=True, nondiff=True)
@@ -82,6 +88,7 @@ class Optimizer:
         self.state: dict = {}
         self._opt_state: list = []   # per group: list of state Tensors (optax leaves)
         self._treedefs: list = []
+        self._keys: list = []        # per group: registry key of the transformation in use
         self._step_count = 0
         params = list(params)
         if not params:
@@ -144,21 +151,51 @@ class Optimizer:
         key = (type(self).__name__, factory, tuple(sorted(static.items())), tuple(sorted(hyper)))
 
         def build():
-            return optax.inject_hyperparams(factory, static_args=tuple(static))(
-                **{k: float(v) for k, v in hyper.items()}, **static)
+            # float32 hyper-parameters whatever the parameter dtype (optax's default is the
+            # params' dtype: b2=0.999 in bfloat16 rounds to 1.0)
+            return optax.inject_hyperparams(factory, static_args=tuple(static),
+                                            hyperparam_dtype=jnp.float32)(
+                **{k: float(_as_float(v)) for k, v in hyper.items()}, **static)
         _register_tx(key, build)
         return key, hyper
 
-    def _init_state(self, gi):
-        key, _ = self._tx_for(gi)
+    def _init_values(self, gi, key):
         group = self.param_groups[gi]
         dev = group["params"][0].device if group["params"] else None
         with jax.default_device(dev.jax_device if dev else None):
-            init = _TX[key].init([jax.numpy.zeros(tuple(p.shape), p.dtype.np)
+            return _TX[key].init([jnp.zeros(tuple(p.shape), p.dtype.np)
                                   for p in group["params"]])
-        leaves, treedef = jax.tree_util.tree_flatten(init)
+
+    def _init_state(self, gi):
+        key, _ = self._tx_for(gi)
+        leaves, treedef = jax.tree_util.tree_flatten(self._init_values(gi, key))
         self._opt_state.append([from_jax(v) for v in leaves])
         self._treedefs.append(treedef)
+        self._keys.append(key)
+
+    def _sync_structure(self, gi):
+        """The group's transformation for its current options; returns (key, hyper).
+
+        Options that change the state's structure (SGD's momentum becoming non-zero,
+        amsgrad switched on, ...) get a freshly initialised state, as PyTorch creates
+        missing buffers lazily; options that keep the structure reuse the state."""
+        key, hyper = self._tx_for(gi)
+        if key != self._keys[gi]:
+            old = self._opt_state[gi]
+            group = self.param_groups[gi]
+            shapes = jax.eval_shape(
+                _TX[key].init, [jax.ShapeDtypeStruct(tuple(p.shape), p.dtype.np)
+                                for p in group["params"]])
+            leaves, treedef = jax.tree_util.tree_flatten(shapes)
+            same = treedef == self._treedefs[gi] and all(
+                tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype.np
+                for a, b in zip(leaves, old))
+            if not same:
+                fresh, treedef = jax.tree_util.tree_flatten(self._init_values(gi, key))
+                self._opt_state[gi] = [from_jax(v) for v in fresh]
+                self._treedefs[gi] = treedef
+            self._keys[gi] = key
+        return key, hyper
 
     # -- stepping -------------------------------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -189,7 +226,7 @@ class Optimizer:
         live = [i for i, p in enumerate(params) if p.grad is not None]
         if not live:
             return
-        key, hyper = self._tx_for(gi)
+        key, hyper = self._sync_structure(gi)
         hp_names = tuple(sorted(hyper))
         state = self._opt_state[gi]
         treedef = self._treedefs[gi]
@@ -278,11 +315,20 @@ class Optimizer:
                 if k != "params":
                     g[k] = v
         state = sd["state"]
+        for gi in range(len(self.param_groups)):
+            self._sync_structure(gi)   # loaded options may imply another state layout
         for gi, st in enumerate(self._opt_state):
             entry = state.get(gi, state.get(str(gi)))
             if entry is None:
                 raise KeyError(f"optimizer state for group {gi} missing from the state dict")
+            if len(entry) != len(st):
+                raise ValueError(f"optimizer state of group {gi} has {len(entry)} entries in "
+                                 f"the state dict, {len(st)} expected (another optimizer or "
+                                 "other options?)")
             for j, t in enumerate(st):
+                if f"leaf{j}" not in entry:
+                    raise KeyError(f"optimizer state leaf{j} of group {gi} missing from the "
+                                   "state dict")
                 v = entry[f"leaf{j}"]
                 v = v if isinstance(v, Tensor) else from_jax(jax.numpy.asarray(v))
                 if tuple(v.shape) != tuple(t.shape):

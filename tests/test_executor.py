@@ -1,0 +1,243 @@
+"""Executor semantics: graph keys, one executable per step, donation, async dispatch,
+scalars and randomness that never recompile, the persistent cache, metrics."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import weakref
+
+import numpy as np
+import pytest
+
+import flowlite as fl
+from flowlite import executor
+
+
+def _count():
+    return fl.metrics.counters()
+
+
+def test_key_distinguishes_which_input_feeds_which_op():
+    a = fl.tensor([1.0, 2.0, 3.0])
+    b = fl.tensor([10.0, 20.0, 30.0])
+    fl.sync()
+    r1 = (a - b).numpy()
+    r2 = (b - a).numpy()   # same ops, shapes and dtypes; only the wiring differs
+    np.testing.assert_array_equal(r1, [-9.0, -18.0, -27.0])
+    np.testing.assert_array_equal(r2, [9.0, 18.0, 27.0])
+    # shared vs distinct inputs: x*x and x*y are different programs
+    np.testing.assert_array_equal((a * a).numpy(), [1.0, 4.0, 9.0])
+    np.testing.assert_array_equal((a * b).numpy(), [10.0, 40.0, 90.0])
+
+
+def test_same_structure_new_data_hits_the_cache():
+    x = fl.tensor([1.0, 2.0])
+    (x * 3.0 + 1.0).numpy()
+    before = _count()
+    y = fl.tensor([5.0, 6.0])
+    np.testing.assert_allclose((y * 3.0 + 1.0).numpy(), [16.0, 19.0])
+    after = _count()
+    assert after["compiles"] == before["compiles"]
+    assert after["cache_hits"] == before["cache_hits"] + 1
+
+
+def test_raw_training_loop_compiles_at_most_twice_and_runs_one_executable_per_step():
+    fl.manual_seed(0)
+    X = fl.randn(64, 3)
+    Y = X @ fl.tensor([[1.0], [-2.0], [0.5]])
+    w = fl.zeros(3, 1, requires_grad=True)
+    fl.sync()
+    fl.metrics.reset()
+    for step in range(20):
+        lr = 0.1 / (1 + step)          # a new Python float every step
+        loss = ((X @ w - Y) ** 2).mean()
+        loss.backward()
+        with fl.no_grad():
+            w -= lr * w.grad
+        w.grad = None
+        fl.sync()
+    c = _count()
+    assert c["compiles"] <= 2
+    assert c["executions"] == 20
+    assert loss.item() < 1.5
+    assert _count()["executions"] == 20   # the loss was materialised by the step's sync
+
+
+def test_sync_materialises_every_live_pending_tensor_in_one_execution():
+    a = fl.tensor([1.0, 2.0])
+    b = a * 2
+    c = b + 1
+    d = c.sum()
+    before = _count()["executions"]
+    assert d.item() == 8.0
+    assert not b.is_pending and not c.is_pending
+    b.numpy(), c.numpy()
+    assert _count()["executions"] == before + 1
+
+
+def test_replaced_buffer_is_donated():
+    p = fl.randn(1000)
+    fl.sync()
+    arr = weakref.ref(p._node.value)
+    before = _count()["donated_buffers"]
+    with fl.no_grad():
+        p.mul_(2.0)
+    fl.sync()
+    assert _count()["donated_buffers"] == before + 1
+    assert arr() is None or arr().is_deleted()
+
+
+def test_buffer_still_held_elsewhere_is_not_donated():
+    p = fl.randn(100)
+    fl.sync()
+    keep = p.detach()            # another handle on the same value
+    before = _count()["donated_buffers"]
+    with fl.no_grad():
+        p.mul_(2.0)
+    fl.sync()
+    assert _count()["donated_buffers"] == before
+    np.testing.assert_allclose(p.numpy(), keep.numpy() * 2, rtol=1e-6)
+
+
+def test_sync_is_asynchronous_and_host_reads_wait():
+    x = fl.randn(256, 256)
+    for _ in range(5):
+        x = fl.tanh(x @ x) * 0.5
+    before = _count()["executions"]
+    fl.sync()                     # returns once enqueued: the value may still be computing
+    assert not x.is_pending
+    assert np.isfinite(x.numpy()).all()   # the host read waits
+    assert _count()["executions"] == before + 1
+
+
+def test_changing_python_scalars_do_not_recompile():
+    x = fl.tensor([1.0, 2.0, 3.0])
+    (x * 0.123 + 0.7).numpy()
+    before = _count()["compiles"]
+    for v in (0.2, 0.3, 3.7, -11.0):
+        np.testing.assert_allclose((x * v + 0.7).numpy(), np.array([1.0, 2.0, 3.0]) * v + 0.7,
+                                   rtol=1e-6)
+    assert _count()["compiles"] == before
+
+
+def test_random_reproducible_per_seed_different_per_call_no_recompile():
+    fl.manual_seed(123)
+    a1, b1 = fl.rand(5).numpy(), fl.rand(5).numpy()
+    fl.manual_seed(123)
+    a2 = fl.rand(5).numpy()
+    before = _count()["compiles"]
+    b2 = fl.rand(5).numpy()
+    np.testing.assert_array_equal(a1, a2)
+    np.testing.assert_array_equal(b1, b2)
+    assert not np.array_equal(a1, b1)
+    c = fl.rand(5).numpy()
+    assert not np.array_equal(c, b2)
+    assert _count()["compiles"] == before
+    fl.manual_seed(7)
+    n = fl.randn(20000).numpy()
+    assert abs(n.mean()) < 0.03 and abs(n.std() - 1) < 0.03
+
+
+def test_report_names_the_cause_of_each_sync():
+    fl.metrics.reset()
+    t = fl.tensor([1.0]) + 1
+    t.item()
+    fl.sync()
+    rep = fl.metrics.report()
+    assert ".item() at test_executor.py:" in rep
+    assert "explicit flowlite.sync()" in rep
+    c = fl.metrics.counters()
+    for k in ("compiles", "cache_hits", "executions", "syncs", "trace_s", "compile_s",
+              "execute_s"):
+        assert k in c
+
+
+def test_metrics_reset():
+    fl.tensor([1.0]).mul(2).item()
+    fl.metrics.reset()
+    assert fl.metrics.counters()["executions"] == 0
+
+
+def test_device_api():
+    d = fl.device("cpu")
+    x = fl.zeros(2, device="cpu")
+    assert x.device is d
+    assert x.to("cpu") is x
+    assert str(d).startswith("cpu")
+    with pytest.raises(ValueError, match="unknown device type"):
+        fl.device("quantum")
+
+
+def test_mixing_devices_raises_a_clear_error():
+    code = textwrap.dedent("""
+        import flowlite as fl
+        a = fl.ones(2, device="cpu:0")
+        b = fl.ones(2, device="cpu:1")
+        try:
+            a + b
+        except RuntimeError as e:
+            print("ERR", e)
+    """)
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert "ERR add: expected all tensors to be on the same device" in out.stdout, out.stderr
+
+
+def test_second_process_hits_the_persistent_cache(tmp_path):
+    code = textwrap.dedent("""
+        import flowlite as fl
+        x = fl.arange(12, dtype=fl.float32).reshape(3, 4)
+        y = (fl.tanh(x @ x.T) * 3.25).sum(1)
+        y.numpy()
+        c = fl.metrics.counters()
+        print("HITS", c["persistent_cache_hits"])
+    """)
+    env = dict(os.environ, FLOWLITE_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=env, timeout=120) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    assert "HITS 0" in runs[0].stdout
+    hits = int(runs[1].stdout.split("HITS")[1].split()[0])
+    assert hits >= 1
+    assert os.listdir(tmp_path / "cache")
+
+
+def test_saved_activations_survive_a_sync_before_backward():
+    x = fl.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    y = fl.tanh(x) * x
+    loss = y.sum()
+    loss.item()                       # sync between forward and backward
+    loss.backward()
+    xv = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(x.grad.numpy(), np.tanh(xv) + xv * (1 - np.tanh(xv) ** 2),
+                               rtol=1e-6)
+
+
+def test_value_read_inside_scan_body_is_a_clear_error():
+    def body(c, x):
+        float(c.sum())
+        return c, x
+    with pytest.raises(RuntimeError, match="inside a scan body"):
+        fl.scan(body, fl.zeros(2), fl.zeros(3, 2))
+
+
+def test_executor_cache_is_keyed_by_donation_pattern():
+    # same graph once with a donatable input and once with a held input: both correct
+    p = fl.ones(4)
+    fl.sync()
+    with fl.no_grad():
+        p.add_(1.0)
+    fl.sync()
+    q = fl.ones(4)
+    fl.sync()
+    hold = q.detach()
+    with fl.no_grad():
+        q.add_(1.0)
+    fl.sync()
+    np.testing.assert_array_equal(p.numpy(), [2.0] * 4)
+    np.testing.assert_array_equal(hold.numpy(), [1.0] * 4)
+    assert executor.cache_size() > 0
