@@ -173,34 +173,36 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
                 if p is not None:
                     deps[id(p)] = deps.get(id(p), 0) + 1
                     stack.append(p)
-    # Prune functions that cannot reach any requested input (grad() only).
+    # grad(): run only the VJPs on a path to a requested input (a requested non-leaf
+    # tensor's own GradFn captures its cotangent but need not run).
     useful = None
     if target_ids is not None:
         useful = set()
         memo = {}
-
-        def reaches(e):
+        order = []
+        stack = [e for e, _ in root_edges]
+        seen2 = set()
+        while stack:                      # iterative post-order: no recursion limit
+            e = stack[-1]
             k = id(e)
-            if k in memo:
-                return memo[k]
-            memo[k] = False
-            r = k in target_ids
+            if k in seen2:
+                stack.pop()
+                if k not in memo:
+                    r = False
+                    if isinstance(e, GradFn):
+                        for p in e.edges:
+                            if p is not None and (id(p) in target_ids or memo.get(id(p))):
+                                r = True
+                    memo[k] = r
+                    if r:
+                        useful.add(k)
+                continue
+            seen2.add(k)
             if isinstance(e, GradFn):
                 for p in e.edges:
-                    if p is not None and reaches(p):
-                        r = True
-            memo[k] = r
-            if r:
-                useful.add(k)
-            return r
-        import sys
-        old = sys.getrecursionlimit()
-        sys.setrecursionlimit(max(old, 100000))
-        try:
-            for e, _ in root_edges:
-                reaches(e)
-        finally:
-            sys.setrecursionlimit(old)
+                    if p is not None and id(p) not in seen2:
+                        stack.append(p)
+        del order
 
     prev = is_grad_enabled()
     set_grad_enabled(create_graph)

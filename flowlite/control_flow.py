@@ -220,21 +220,25 @@ def _scan_vjp(attrs, inputs, out, g):
             gy = F.zeros(_out_shape(out, nc + j), dtype=_out_dtype(out, nc + j),
                          device=out.device)
         ct_ys.append(gy)
+    # cotangents of the stacked per-step carries (non-zero only for higher-order grads)
+    ct_saved = [g[nc + ny + j] if g[nc + ny + j] is not None else F.zeros_like(saved[j])
+                for j in range(nc)]
     float_mask_c = [c.dtype.is_floating_point for c in init]
     float_mask_x = [x.dtype.is_floating_point for x in seqs]
     float_mask_k = [k.dtype.is_floating_point for k in consts]
-    const_tensors = [Tensor(k._node) for k in consts]
+    create_graph = autograd.is_grad_enabled()
     ct_k0 = [F.zeros_like(k) for k, m in zip(consts, float_mask_k) if m]
 
     def bwd_body(carry, x):
         ct_c, ct_k = carry
-        c_t, x_t, cty_t = x
+        c_t, x_t, cty_t, cts_t = x
         c_req = [Tensor(c._node).requires_grad_() if m else Tensor(c._node)
                  for c, m in zip(c_t, float_mask_c)]
         x_req = [Tensor(v._node).requires_grad_() if m else Tensor(v._node)
                  for v, m in zip(x_t, float_mask_x)]
-        k_req = [Tensor(k._node).requires_grad_() if m else Tensor(k._node)
-                 for k, m in zip(const_tensors, float_mask_k)]
+        # captured tensors keep their own autograd edges, so a backward taken with
+        # create_graph=True differentiates through them (higher-order grads)
+        k_req = [k if m else Tensor(k._node) for k, m in zip(consts, float_mask_k)]
         with autograd.enable_grad():
             outs = replay(program, out_refs, c_req + x_req + k_req)
         roots, cts = [], []
@@ -242,17 +246,24 @@ def _scan_vjp(attrs, inputs, out, g):
             if o.requires_grad:
                 roots.append(o)
                 cts.append(ct)
-        wrt = [t for t in c_req + x_req + k_req if t.requires_grad]
-        grads = autograd.run_backward(roots, cts, inputs=wrt, accumulate=False,
-                                      allow_unused=True) if roots else [None] * len(wrt)
+        wrt = [t for t, m in zip(c_req + x_req + k_req,
+                                 float_mask_c + float_mask_x + float_mask_k) if m]
+        usable = [t for t in wrt if t.requires_grad]
+        got = autograd.run_backward(roots, cts, inputs=usable, accumulate=False,
+                                    allow_unused=True, retain_graph=True,
+                                    create_graph=create_graph) if roots and usable else []
+        by_id = {id(t): g for t, g in zip(usable, got)}
+        grads = [by_id.get(id(t)) for t in wrt]
         it = iter(grads)
-        gc = [_z(next(it), c) if m else F.zeros_like(c) for c, m in zip(c_req, float_mask_c)]
+        gc = [_z(next(it), c) + s if m else F.zeros_like(c)
+              for c, m, s in zip(c_req, float_mask_c, cts_t)]
         gx = [_z(next(it), v) if m else F.zeros_like(v) for v, m in zip(x_req, float_mask_x)]
         gk = [_z(next(it), k) for k, m in zip(k_req, float_mask_k) if m]
         new_ct_k = [a + b for a, b in zip(ct_k, gk)]
         return (gc, new_ct_k), gx
 
-    (ct_init, ct_k), ct_xs = scan(bwd_body, (ct_final, ct_k0), (saved, list(seqs), ct_ys),
+    (ct_init, ct_k), ct_xs = scan(bwd_body, (ct_final, ct_k0),
+                                  (saved, list(seqs), ct_ys, ct_saved),
                                   length=length, reverse=not reverse)
     del y_shapes
     grads = []

@@ -1,0 +1,1400 @@
+"""`nn.functional`: PyTorch's functional API composed from flowlite's core ops.
+
+Everything here records lazy ops (no primitive is added): convolution and pooling go through
+the core `conv` / `reduce_window` primitives, everything else is a short composition.  Layers
+are written to record few ops, since tracing cost per op is what a LazyTensor framework pays
+on every step; geometry that depends only on shapes (pooling divisors, interpolation weights,
+padding indices, causal masks) is computed once on the host and cached as device data.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+import numbers
+
+import numpy as np
+
+from .. import dtypes as D
+from .. import ops as F
+from .. import random as R
+from ..autograd import no_grad
+from ..tensor import Tensor, from_numpy
+
+__all__ = [
+    "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d",
+    "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
+    "adaptive_max_pool2d", "dropout", "dropout1d", "dropout2d", "alpha_dropout", "batch_norm",
+    "layer_norm", "group_norm", "rms_norm", "instance_norm", "embedding", "one_hot", "pad",
+    "normalize", "interpolate", "upsample", "scaled_dot_product_attention", "relu", "relu6",
+    "leaky_relu", "gelu", "silu", "mish", "elu", "selu", "celu", "softplus", "hardtanh",
+    "hardsigmoid", "hardswish", "logsigmoid", "softsign", "tanhshrink", "glu", "sigmoid", "tanh",
+    "softmax", "log_softmax", "softmin", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
+    "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "kl_div", "cosine_similarity", "pairwise_distance", "unfold",
+]
+
+_NEG_INF = float("-inf")
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+def _ntuple(v, n, name="argument"):
+    if isinstance(v, (list, tuple)):
+        if len(v) == 1:
+            return tuple(builtins.int(v[0]) for _ in range(n))
+        if len(v) != n:
+            raise ValueError(f"{name} must be an int or a tuple of {n} ints, got {v!r}")
+        return tuple(builtins.int(x) for x in v)
+    return (builtins.int(v),) * n
+
+
+_const_cache: dict = {}
+
+
+def _const(key, build, dtype, device) -> Tensor:
+    """A host-computed constant (shape-only geometry), uploaded once and reused as data."""
+    k = (key, dtype, device)
+    t = _const_cache.get(k)
+    if t is None:
+        arr = np.asarray(build())
+        t = _const_cache[k] = from_numpy(arr.astype(dtype.np), device=device)
+    return t
+
+
+def _maybe_inplace(x, out, inplace, name):
+    return x._rebind(out, name) if inplace else out
+
+
+def _check_float(x, op):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a flowlite Tensor, got {type(x).__name__}")
+    if not x.dtype.is_floating_point:
+        raise TypeError(f"{op}: expected a floating-point input, got {x.dtype}")
+
+
+def _reduce(loss, reduction, op):
+    if reduction == "mean":
+        return F.mean(loss)
+    if reduction == "sum":
+        return F.sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction "
+                     f"(expected 'mean', 'sum' or 'none')")
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+# ---- linear ------------------------------------------------------------------------------------
+def linear(input, weight, bias=None):
+    """y = x Wᵀ + b with W of shape (out_features, in_features)."""
+    shp = input._node.shape
+    if not shp or shp[-1] != weight._node.shape[-1]:
+        raise ValueError(f"linear: input of shape {tuple(shp)} doesn't match weight of shape "
+                         f"{tuple(weight.shape)} (expected in_features={weight.shape[-1]} in "
+                         f"the last dimension)")
+    wt = F.transpose(weight, 0, 1) if weight.ndim == 2 else weight
+    if len(shp) <= 2:
+        y = F.matmul(input, wt)
+    else:
+        # fold the leading dims so the weight gradient is one matmul, not a batched one + sum
+        y = F.reshape(F.matmul(F.reshape(input, (-1, shp[-1])), wt),
+                      shp[:-1] + (weight._node.shape[0],))
+    return y if bias is None else y + bias
+
+
+def bilinear(input1, input2, weight, bias=None):
+    y = F.einsum("...i,oij,...j->...o", input1, weight, input2)
+    return y if bias is None else y + bias
+
+
+# ---- convolution -------------------------------------------------------------------------------
+def _conv_padding(padding, nd, stride, dilation, kernel, op):
+    if isinstance(padding, str):
+        if padding == "valid":
+            return ((0, 0),) * nd
+        if padding == "same":
+            if builtins.any(s != 1 for s in stride):
+                raise ValueError(f"{op}: padding='same' is not supported for strided "
+                                 f"convolutions (stride={stride})")
+            pads = []
+            for d, k in zip(dilation, kernel):
+                total = d * (k - 1)
+                pads.append((total // 2, total - total // 2))
+            return tuple(pads)
+        raise ValueError(f"{op}: invalid padding string {padding!r}, should be one of "
+                         f"'valid' or 'same'")
+    p = _ntuple(padding, nd, "padding")
+    if builtins.any(v < 0 for v in p):
+        raise ValueError(f"{op}: negative padding is not supported (padding={p})")
+    return tuple((v, v) for v in p)
+
+
+def _batchify(x, nd, op, what="input"):
+    if x.ndim == nd + 2:
+        return x, True
+    if x.ndim == nd + 1:
+        return F.unsqueeze(x, 0), False
+    raise ValueError(f"{op}: expected a {nd + 1}D (unbatched) or {nd + 2}D (batched) {what}, "
+                     f"but got {what} of shape {tuple(x.shape)}")
+
+
+def _convnd(x, weight, bias, stride, padding, dilation, groups, nd, op):
+    x, batched = _batchify(x, nd, op)
+    if weight.ndim != nd + 2:
+        raise ValueError(f"{op}: expected a {nd + 2}D weight, got shape {tuple(weight.shape)}")
+    cin = x._node.shape[1]
+    cout = weight._node.shape[0]
+    if groups < 1 or cin != weight._node.shape[1] * groups or cout % groups:
+        raise ValueError(f"{op}: input of shape {tuple(x.shape)} (channels {cin}) doesn't "
+                         f"match weight of shape {tuple(weight.shape)} with groups={groups} "
+                         f"(expected {weight.shape[1] * groups} input channels and out "
+                         f"channels divisible by groups)")
+    stride = _ntuple(stride, nd, "stride")
+    dilation = _ntuple(dilation, nd, "dilation")
+    pads = _conv_padding(padding, nd, stride, dilation, weight._node.shape[2:], op)
+    for i in range(nd):
+        eff = dilation[i] * (weight._node.shape[2 + i] - 1) + 1
+        if x._node.shape[2 + i] + pads[i][0] + pads[i][1] < eff:
+            raise ValueError(f"{op}: input of shape {tuple(x.shape)} (padded by {pads}) is "
+                             f"smaller than the kernel {tuple(weight.shape[2:])} with dilation "
+                             f"{dilation}")
+    y = F._conv_raw(x, weight, (stride, pads, (1,) * nd, dilation, groups))
+    if bias is not None:
+        y = y + F.reshape(bias, (1, cout) + (1,) * nd)
+    return y if batched else F.squeeze(y, 0)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
+
+
+def _conv_transpose_nd(x, weight, bias, stride, padding, output_padding, groups, dilation, nd,
+                       op):
+    x, batched = _batchify(x, nd, op)
+    cin = x._node.shape[1]
+    if weight.ndim != nd + 2 or weight._node.shape[0] != cin or cin % groups:
+        raise ValueError(f"{op}: input of shape {tuple(x.shape)} doesn't match weight of shape "
+                         f"{tuple(weight.shape)} (expected weight (in_channels={cin}, "
+                         f"out_channels/groups, *kernel) and in_channels divisible by "
+                         f"groups={groups})")
+    stride = _ntuple(stride, nd, "stride")
+    pad = _ntuple(padding, nd, "padding")
+    opad = _ntuple(output_padding, nd, "output_padding")
+    dilation = _ntuple(dilation, nd, "dilation")
+    for s, d, o in zip(stride, dilation, opad):
+        if not (o < s or o < d):
+            raise ValueError(f"{op}: output padding must be smaller than either stride or "
+                             f"dilation, but got output_padding={opad}, stride={stride}, "
+                             f"dilation={dilation}")
+    cout = weight._node.shape[1] * groups
+    spatial = []
+    for i in range(nd):
+        k = weight._node.shape[2 + i]
+        n = (x._node.shape[2 + i] - 1) * stride[i] - 2 * pad[i] + dilation[i] * (k - 1) + \
+            opad[i] + 1
+        if n <= 0:
+            raise ValueError(f"{op}: computed output size {n} is not positive for input of "
+                             f"shape {tuple(x.shape)} and weight {tuple(weight.shape)}")
+        spatial.append(n)
+    out_shape = (x._node.shape[0], cout) + tuple(spatial)
+    # the transpose of the convolution that maps out_shape back to x; output_padding extends
+    # the high side, i.e. that convolution pads the high side by p - output_padding
+    attrs = (stride, tuple((p, p - o) for p, o in zip(pad, opad)), (1,) * nd, dilation, groups)
+    y = F._conv_input_grad(x, weight, attrs, out_shape)
+    if bias is not None:
+        y = y + F.reshape(bias, (1, cout) + (1,) * nd)
+    return y if batched else F.squeeze(y, 0)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups,
+                              dilation, 1, "conv_transpose1d")
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups,
+                              dilation, 2, "conv_transpose2d")
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups,
+                              dilation, 3, "conv_transpose3d")
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: (N, C, H, W) -> (N, C*kh*kw, L), as a grouped convolution with one-hot kernels."""
+    x, batched = _batchify(input, 2, "unfold")
+    k = _ntuple(kernel_size, 2, "kernel_size")
+    c = x._node.shape[1]
+    kk = k[0] * k[1]
+
+    def build():
+        w = np.zeros((c * kk, 1) + k)
+        for ci in range(c):
+            for j in range(kk):
+                w[ci * kk + j, 0, j // k[1], j % k[1]] = 1
+        return w
+    w = _const(("unfold", c, k), build, x.dtype, x.device)
+    y = conv2d(x, w, None, stride, padding, dilation, groups=c)
+    y = F.reshape(y, (y.shape[0], c * kk, -1))
+    return y if batched else F.squeeze(y, 0)
+
+
+# ---- pooling -----------------------------------------------------------------------------------
+def _pool_dims(length, k, s, p, d, ceil_mode, op):
+    eff = d * (k - 1) + 1
+    if p > k // 2:
+        raise ValueError(f"{op}: pad should be at most half of effective kernel size, but got "
+                         f"pad={p}, kernel_size={k}")
+    num = length + 2 * p - eff
+    if num < 0:
+        raise ValueError(f"{op}: input size {length} (padding {p}) is smaller than the kernel "
+                         f"{k} (dilation {d})")
+    out = (num + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= length + p:
+        out -= 1
+    hi = builtins.max(0, (out - 1) * s + eff - (length + 2 * p))
+    return out, (p, p + hi)
+
+
+def _pool_setup(x, kernel_size, stride, padding, dilation, ceil_mode, nd, op):
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ValueError(f"{op}: expected a {nd + 1}D or {nd + 2}D input, got shape "
+                         f"{tuple(x.shape)}")
+    k = _ntuple(kernel_size, nd, "kernel_size")
+    s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) \
+        else _ntuple(stride, nd, "stride")
+    p = _ntuple(padding, nd, "padding")
+    d = _ntuple(dilation, nd, "dilation")
+    lead = x.ndim - nd
+    outs, pads = [], []
+    for i in range(nd):
+        o, pp = _pool_dims(x._node.shape[lead + i], k[i], s[i], p[i], d[i], ceil_mode, op)
+        outs.append(o)
+        pads.append(pp)
+    return k, s, d, lead, outs, pads
+
+
+def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd, op):
+    if return_indices:
+        raise NotImplementedError(f"{op}: return_indices=True is not supported by flowlite "
+                                  f"(no max-unpooling); use return_indices=False")
+    k, s, d, lead, outs, pads = _pool_setup(x, kernel_size, stride, padding, dilation,
+                                            ceil_mode, nd, op)
+    if builtins.all(v == 1 for v in d):
+        attrs = ("max", (1,) * lead + k, (1,) * lead + s, ((0, 0),) * lead + tuple(pads))
+        return F._window_raw(x, attrs)
+    # dilated windows: the reduce_window primitive has no window dilation, so take the max of
+    # the k strided slices of the (-inf)-padded input
+    lo = [0] * lead + [p[0] for p in pads]
+    hi = [0] * lead + [p[1] for p in pads]
+    xp = F._pad_prim(x, lo, hi, [0] * x.ndim, _NEG_INF if x.dtype.kind == "f" else
+                     int(np.iinfo(x.dtype.np).min))
+    out = None
+    for offs in np.ndindex(*k):
+        starts = [0] * lead + [o * dd for o, dd in zip(offs, d)]
+        stops = list(xp.shape[:lead]) + [st + (n - 1) * ss + 1
+                                         for st, n, ss in zip(starts[lead:], outs, s)]
+        sl = F._slice_prim(xp, starts, stops, [1] * lead + list(s))
+        out = sl if out is None else F.maximum(out, sl)
+    return out
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1,
+                     "max_pool1d")
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2,
+                     "max_pool2d")
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3,
+                     "max_pool3d")
+
+
+def _avg_divisor_1d(length, out, k, s, p, count_include_pad):
+    div = np.empty(out)
+    for o in range(out):
+        start = o * s - p
+        end = builtins.min(start + k, length + p)
+        size = end - start
+        start, end = builtins.max(start, 0), builtins.min(end, length)
+        div[o] = size if count_include_pad else end - start
+    return div
+
+
+def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+              nd, op):
+    _check_float(x, op)
+    k, s, _, lead, outs, pads = _pool_setup(x, kernel_size, stride, padding, 1, ceil_mode, nd,
+                                            op)
+    attrs = ("sum", (1,) * lead + k, (1,) * lead + s, ((0, 0),) * lead + tuple(pads))
+    total = F._window_raw(x, attrs)
+    if divisor_override:
+        return total / float(divisor_override)
+    uniform = (count_include_pad and builtins.all(p[1] == p[0] for p in pads)) or \
+        builtins.all(p == (0, 0) for p in pads)
+    if uniform:
+        return total / float(math.prod(k))
+    spatial = x._node.shape[lead:]
+
+    def build():
+        div = np.ones(())
+        for i in range(nd):
+            d1 = _avg_divisor_1d(spatial[i], outs[i], k[i], s[i], pads[i][0], count_include_pad)
+            div = np.multiply.outer(div, d1)
+        return div
+    key = ("avgdiv", tuple(spatial), k, s, tuple(pads), builtins.bool(count_include_pad))
+    return total / _const(key, build, x.dtype, x.device)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1,
+                     "avg_pool1d")
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, 2, "avg_pool2d")
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override, 3, "avg_pool3d")
+
+
+def _adaptive_bins(n_in, n_out):
+    starts = [(i * n_in) // n_out for i in range(n_out)]
+    ends = [-(-((i + 1) * n_in) // n_out) for i in range(n_out)]
+    return starts, ends
+
+
+def _adaptive_sizes(x, output_size, nd, op):
+    if x.ndim not in (nd + 1, nd + 2):
+        raise ValueError(f"{op}: expected a {nd + 1}D or {nd + 2}D input, got shape "
+                         f"{tuple(x.shape)}")
+    lead = x.ndim - nd
+    spatial = x._node.shape[lead:]
+    if isinstance(output_size, (list, tuple)):
+        if len(output_size) != nd:
+            raise ValueError(f"{op}: output_size must have {nd} elements, got {output_size!r}")
+        out = tuple(spatial[i] if o is None else builtins.int(o)
+                    for i, o in enumerate(output_size))
+    else:
+        out = (builtins.int(output_size),) * nd
+    if builtins.any(o <= 0 for o in out):
+        raise ValueError(f"{op}: output_size must be positive, got {out}")
+    return lead, spatial, out
+
+
+def _adaptive_avg(x, output_size, nd, op):
+    _check_float(x, op)
+    lead, spatial, out = _adaptive_sizes(x, output_size, nd, op)
+    if builtins.all(n % o == 0 for n, o in zip(spatial, out)):
+        shape = tuple(x._node.shape[:lead])
+        for n, o in zip(spatial, out):
+            shape += (o, n // o)
+        axes = tuple(lead + 2 * i + 1 for i in range(nd))
+        if builtins.all(o == 1 for o in out):
+            return F.mean(x, tuple(range(lead, x.ndim)), keepdim=True)
+        return F.mean(F.reshape(x, shape), axes)
+    # general case: each output is the mean over PyTorch's [floor(i*n/o), ceil((i+1)*n/o)) bin,
+    # i.e. one small averaging matrix per spatial dim
+    y = x
+    for i in range(nd):
+        n, o = spatial[i], out[i]
+        dim = lead + i
+
+        def build(n=n, o=o):
+            starts, ends = _adaptive_bins(n, o)
+            m = np.zeros((n, o))
+            for j, (a, b) in enumerate(zip(starts, ends)):
+                m[a:b, j] = 1.0 / (b - a)
+            return m
+        m = _const(("adaptive", n, o), build, x.dtype, x.device)
+        y = _apply_along(y, dim, m)
+    return y
+
+
+def _apply_along(x, dim, m):
+    """Contract dim `dim` of x with matrix m (n_in, n_out)."""
+    last = x.ndim - 1
+    if dim != last:
+        x = F.transpose(x, dim, last)
+    y = F.matmul(x, m)
+    return F.transpose(y, dim, last) if dim != last else y
+
+
+def adaptive_avg_pool1d(input, output_size):
+    return _adaptive_avg(input, output_size, 1, "adaptive_avg_pool1d")
+
+
+def adaptive_avg_pool2d(input, output_size):
+    return _adaptive_avg(input, output_size, 2, "adaptive_avg_pool2d")
+
+
+def _adaptive_max(x, output_size, return_indices, nd, op):
+    if return_indices:
+        raise NotImplementedError(f"{op}: return_indices=True is not supported by flowlite")
+    lead, spatial, out = _adaptive_sizes(x, output_size, nd, op)
+    if builtins.all(n % o == 0 for n, o in zip(spatial, out)):
+        k = tuple(n // o for n, o in zip(spatial, out))
+        return F._window_raw(x, ("max", (1,) * lead + k, (1,) * lead + k,
+                                 ((0, 0),) * x.ndim))
+    # general case: per dim, the max over each (possibly overlapping) bin
+    y = x
+    for i in range(nd):
+        dim = lead + i
+        starts, ends = _adaptive_bins(spatial[i], out[i])
+        parts = [F.amax(F.narrow(y, dim, a, b - a), dim, keepdim=True)
+                 for a, b in zip(starts, ends)]
+        y = F.cat(parts, dim)
+    return y
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    return _adaptive_max(input, output_size, return_indices, 1, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
+
+
+# ---- dropout -----------------------------------------------------------------------------------
+def _check_p(p, op):
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+
+
+def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero each element with probability p and scale the rest by 1/(1-p).  The mask comes
+    from the device RNG: it differs on every call without changing the program."""
+    _check_p(p, "dropout")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return _maybe_inplace(input, input * 0.0, inplace, "dropout_")
+    keep = R.rand(input._node.shape, dtype=_rand_dtype(input), device=input.device) >= p
+    out = F.where(keep, input * (1.0 / (1.0 - p)), 0.0)
+    return _maybe_inplace(input, out, inplace, "dropout_")
+
+
+def _rand_dtype(x):
+    return x.dtype if x.dtype.is_floating_point else D.default_float()
+
+
+def _channel_dropout(input, p, training, inplace, batched_ndim, op):
+    _check_p(p, op)
+    if not training or p == 0.0:
+        return input
+    shp = input._node.shape
+    if len(shp) == batched_ndim:
+        mshape = shp[:2] + (1,) * (len(shp) - 2)
+    elif len(shp) == batched_ndim - 1:
+        mshape = shp[:1] + (1,) * (len(shp) - 1)
+    else:
+        raise ValueError(f"{op}: expected a {batched_ndim - 1}D or {batched_ndim}D input, got "
+                         f"shape {tuple(shp)}")
+    if p == 1.0:
+        return _maybe_inplace(input, input * 0.0, inplace, op + "_")
+    keep = R.rand(mshape, dtype=_rand_dtype(input), device=input.device) >= p
+    out = F.where(keep, input * (1.0 / (1.0 - p)), 0.0)
+    return _maybe_inplace(input, out, inplace, op + "_")
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    return _channel_dropout(input, p, training, inplace, 3, "dropout1d")
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    return _channel_dropout(input, p, training, inplace, 4, "dropout2d")
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    _check_p(p, "alpha_dropout")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input * 0.0
+    alpha_p = -1.7580993408473766  # -selu_scale * selu_alpha
+    a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
+    b = -a * alpha_p * p
+    keep = R.rand(input._node.shape, dtype=_rand_dtype(input), device=input.device) >= p
+    out = F.where(keep, input, alpha_p) * a + b
+    return _maybe_inplace(input, out, inplace, "alpha_dropout_")
+
+
+# ---- normalisation -----------------------------------------------------------------------------
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Batch normalisation over (N, C, *).  In training mode the batch statistics normalise and,
+    when running buffers are given, they are updated in place (rebound to pending nodes, so the
+    update is part of the same executable): r <- (1 - momentum) r + momentum * stat, with the
+    unbiased batch variance.  `momentum` may be a tensor (the cumulative-average factor)."""
+    _check_float(input, "batch_norm")
+    shp = input._node.shape
+    if len(shp) < 2:
+        raise ValueError(f"batch_norm: expected an input with at least 2 dims (N, C, *), got "
+                         f"shape {tuple(shp)}")
+    c = shp[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ValueError(f"batch_norm: {name} of shape {tuple(t.shape)} doesn't match the "
+                             f"{c} channels of input {tuple(shp)}")
+    bshape = (1, c) + (1,) * (len(shp) - 2)
+    axes = (0,) + tuple(range(2, len(shp)))
+    if training:
+        n = math.prod(shp) // c
+        if n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {tuple(shp)}")
+        mean = F.mean(input, axes, keepdim=True)
+        d = input - mean
+        var = F.mean(d * d, axes, keepdim=True)
+        if running_mean is not None or running_var is not None:
+            with no_grad():
+                if running_mean is not None:
+                    m = F.reshape(mean, (c,))
+                    running_mean._rebind(running_mean * (1.0 - momentum) + m * momentum
+                                         if not isinstance(momentum, Tensor) else
+                                         running_mean + (m - running_mean) * momentum,
+                                         "batch_norm running_mean")
+                if running_var is not None:
+                    v = F.reshape(var, (c,)) * (n / (n - 1))
+                    running_var._rebind(running_var * (1.0 - momentum) + v * momentum
+                                        if not isinstance(momentum, Tensor) else
+                                        running_var + (v - running_var) * momentum,
+                                        "batch_norm running_var")
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: running_mean and running_var are required when "
+                             "training=False")
+        mean = F.reshape(running_mean, bshape)
+        var = F.reshape(running_var, bshape)
+        d = input - mean
+    scale = F.rsqrt(var + eps)
+    if weight is not None:
+        scale = scale * F.reshape(weight, bshape)
+    y = d * scale
+    if bias is not None:
+        y = y + F.reshape(bias, bshape)
+    return y
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    shp = input._node.shape
+    axes = tuple(range(2, len(shp)))
+    mean = F.mean(input, axes, keepdim=True)
+    d = input - mean
+    var = F.mean(d * d, axes, keepdim=True)
+    y = d * F.rsqrt(var + eps)
+    bshape = (1, shp[1]) + (1,) * (len(shp) - 2)
+    if weight is not None:
+        y = y * F.reshape(weight, bshape)
+    if bias is not None:
+        y = y + F.reshape(bias, bshape)
+    return y
+
+
+def _norm_shape(normalized_shape):
+    if isinstance(normalized_shape, numbers.Integral):
+        return (builtins.int(normalized_shape),)
+    return tuple(builtins.int(s) for s in normalized_shape)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    _check_float(input, "layer_norm")
+    ns = _norm_shape(normalized_shape)
+    shp = input._node.shape
+    k = len(ns)
+    if tuple(shp[len(shp) - k:]) != ns or k > len(shp):
+        raise ValueError(f"layer_norm: normalized_shape {list(ns)} doesn't match the trailing "
+                         f"dims of input of shape {tuple(shp)}")
+    axes = tuple(range(len(shp) - k, len(shp)))
+    mean = F.mean(input, axes, keepdim=True)
+    d = input - mean
+    var = F.mean(d * d, axes, keepdim=True)
+    y = d * F.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    _check_float(input, "group_norm")
+    shp = input._node.shape
+    if len(shp) < 2 or shp[1] % num_groups:
+        raise ValueError(f"group_norm: expected an input (N, C, *) with C divisible by "
+                         f"num_groups={num_groups}, got shape {tuple(shp)}")
+    n, c = shp[0], shp[1]
+    xg = F.reshape(input, (n, num_groups, -1))
+    mean = F.mean(xg, 2, keepdim=True)
+    d = xg - mean
+    var = F.mean(d * d, 2, keepdim=True)
+    y = F.reshape(d * F.rsqrt(var + eps), shp)
+    bshape = (1, c) + (1,) * (len(shp) - 2)
+    if weight is not None:
+        y = y * F.reshape(weight, bshape)
+    if bias is not None:
+        y = y + F.reshape(bias, bshape)
+    return y
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x², last dims) + eps) * weight; eps=None means finfo(dtype).eps."""
+    _check_float(input, "rms_norm")
+    ns = _norm_shape(normalized_shape)
+    shp = input._node.shape
+    k = len(ns)
+    if tuple(shp[len(shp) - k:]) != ns or k > len(shp):
+        raise ValueError(f"rms_norm: normalized_shape {list(ns)} doesn't match the trailing "
+                         f"dims of input of shape {tuple(shp)}")
+    if eps is None:
+        eps = builtins.float(np.finfo(input.dtype.np).eps)
+    axes = tuple(range(len(shp) - k, len(shp)))
+    y = input * F.rsqrt(F.mean(input * input, axes, keepdim=True) + eps)
+    return y if weight is None else y * weight
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """x / max(‖x‖_p, eps) along `dim`."""
+    if p == 2 or p == 2.0:
+        # sqrt(max(Σx², eps²)) == max(‖x‖, eps), and its gradient stays finite at x = 0
+        n = F.sqrt(F.maximum(F.sum(input * input, dim, keepdim=True), eps * eps))
+    else:
+        n = F.maximum(F.norm(input, p, dim, keepdim=True), eps)
+    return input / n
+
+
+# ---- embedding ---------------------------------------------------------------------------------
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of `weight` picked by integer `input`; the row at padding_idx gets no gradient."""
+    if not isinstance(input, Tensor) or input.dtype.kind not in "iu":
+        raise TypeError(f"embedding: expected an integer index tensor, got "
+                        f"{getattr(input, 'dtype', type(input).__name__)}")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
+    if scale_grad_by_freq:
+        raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported")
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    out = weight[input]
+    if padding_idx is not None:
+        num = weight.shape[0]
+        if padding_idx < 0:
+            padding_idx += num
+        if not 0 <= padding_idx < num:
+            raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num})")
+        if out.requires_grad:
+            pad = F.unsqueeze(F.eq(input, padding_idx), -1)
+            out = F.where(pad, out.detach(), out)
+    return out
+
+
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    """Rescale (in place, no grad) the looked-up rows whose norm exceeds max_norm."""
+    with no_grad():
+        num = weight.shape[0]
+        used = F.any(F.eq(F.reshape(input, (-1, 1)), F.arange(num, device=input.device)), 0)
+        norms = F.norm(weight, norm_type, 1, keepdim=True)
+        scale = F.where(F.unsqueeze(used, 1) & (norms > max_norm),
+                        max_norm / (norms + 1e-7), 1.0)
+        weight._rebind(weight * scale, "embedding_renorm_")
+
+
+def one_hot(tensor, num_classes=-1):
+    return F.one_hot(tensor, num_classes)
+
+
+# ---- padding -----------------------------------------------------------------------------------
+def _pad_index(n, lo, hi, mode):
+    j = np.arange(-lo, n + hi)
+    if mode == "reflect":
+        if lo >= n or hi >= n:
+            raise ValueError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the "
+                             f"dimension size {n}")
+        period = 2 * (n - 1) if n > 1 else 1
+        j = np.abs(j) % period
+        return np.where(j >= n, period - j, j)
+    if mode == "replicate":
+        return np.clip(j, 0, n - 1)
+    if mode == "circular":
+        if lo > n or hi > n:
+            raise ValueError(f"pad: circular padding ({lo}, {hi}) must be at most the "
+                             f"dimension size {n}")
+        return np.mod(j, n)
+    raise ValueError(f"pad: unsupported mode {mode!r}; expected 'constant', 'reflect', "
+                     f"'replicate' or 'circular'")
+
+
+def pad(input, pad, mode="constant", value=None):
+    """PyTorch's F.pad: `pad` lists (left, right) pairs starting from the LAST dimension."""
+    if mode == "constant":
+        return F.pad(input, tuple(pad), "constant", 0.0 if value is None else value)
+    if len(pad) % 2 or len(pad) // 2 > input.ndim:
+        raise ValueError(f"pad: padding length {len(pad)} must be even and at most twice the "
+                         f"number of dims ({input.ndim})")
+    if builtins.any(p < 0 for p in pad):
+        raise ValueError(f"pad: negative padding is only supported in 'constant' mode")
+    y = input
+    for i in range(len(pad) // 2):
+        lo, hi = pad[2 * i], pad[2 * i + 1]
+        if lo == 0 and hi == 0:
+            continue
+        dim = input.ndim - 1 - i
+        n = input._node.shape[dim]
+        idx = _const(("pad", n, lo, hi, mode), lambda: _pad_index(n, lo, hi, mode),
+                     D.canonical(D.int32), input.device)
+        y = F.index_select(y, dim, idx)
+    return y
+
+
+# ---- interpolation -----------------------------------------------------------------------------
+def _interp_scale(n_in, n_out, align_corners, scale):
+    if align_corners:
+        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    return 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+
+
+def _linear_matrix(n_in, n_out, align_corners, scale):
+    """(n_in, n_out) matrix of PyTorch's linear-interpolation weights for one dimension."""
+    sc = np.float32(_interp_scale(n_in, n_out, align_corners, scale))
+    m = np.zeros((n_in, n_out))
+    for o in range(n_out):
+        if align_corners:
+            src = sc * np.float32(o)
+        else:
+            src = builtins.max(sc * (np.float32(o) + np.float32(0.5)) - np.float32(0.5),
+                               np.float32(0))
+        i0 = builtins.int(src)
+        i1 = i0 + (1 if i0 < n_in - 1 else 0)
+        l1 = builtins.float(src) - i0
+        m[i0, o] += 1.0 - l1
+        m[i1, o] += l1
+    return m
+
+
+def _nearest_index(n_in, n_out, scale, exact):
+    if n_out == n_in and not exact:
+        return None
+    sc = np.float32(1.0 / scale if scale is not None and scale > 0 else n_in / n_out)
+    o = np.arange(n_out, dtype=np.float32)
+    src = np.floor((o + np.float32(0.5)) * sc if exact else o * sc).astype(np.int64)
+    return np.minimum(src, n_in - 1)
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize the spatial dims of (N, C, *spatial): modes nearest, nearest-exact, linear,
+    bilinear, trilinear (PyTorch's index and weight formulas, align_corners included)."""
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported")
+    nd = input.ndim - 2
+    if nd < 1:
+        raise ValueError(f"interpolate: expected an input (N, C, *spatial), got shape "
+                         f"{tuple(input.shape)}")
+    linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
+    if mode in linear_modes:
+        if linear_modes[mode] != nd:
+            raise ValueError(f"interpolate: mode {mode!r} expects a {linear_modes[mode] + 2}D "
+                             f"input, got shape {tuple(input.shape)}")
+        align_corners = builtins.bool(align_corners)
+    elif mode in ("nearest", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating "
+                             "modes: linear | bilinear | bicubic | trilinear")
+    else:
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, "
+                                  f"nearest-exact, linear, bilinear, trilinear)")
+    spatial = input._node.shape[2:]
+    if (size is None) == (scale_factor is None):
+        raise ValueError("interpolate: exactly one of size or scale_factor must be given")
+    if size is not None:
+        out = _ntuple(size, nd, "size")
+        scales = (None,) * nd
+    else:
+        sf = scale_factor if isinstance(scale_factor, (list, tuple)) else (scale_factor,) * nd
+        if len(sf) != nd:
+            raise ValueError(f"interpolate: scale_factor must have {nd} elements, got {sf!r}")
+        out = tuple(builtins.int(math.floor(n * builtins.float(s)))
+                    for n, s in zip(spatial, sf))
+        scales = (None,) * nd if recompute_scale_factor else tuple(builtins.float(s)
+                                                                    for s in sf)
+    y = input
+    for i in range(nd):
+        n_in, n_out, sc = spatial[i], out[i], scales[i]
+        dim = 2 + i
+        if mode in linear_modes:
+            if n_in == n_out and (sc is None or sc == 1.0):
+                continue
+            m = _const(("lin", n_in, n_out, align_corners, sc),
+                       lambda: _linear_matrix(n_in, n_out, align_corners, sc), input.dtype,
+                       input.device)
+            y = _apply_along(y, dim, m)
+        else:
+            exact = mode == "nearest-exact"
+            idx = _nearest_index(n_in, n_out, sc, exact)
+            if idx is None:
+                continue
+            if not exact and n_out % n_in == 0 and np.array_equal(
+                    idx, np.repeat(np.arange(n_in), n_out // n_in)):
+                # integer upscale: a broadcast + reshape (its gradient is a plain sum)
+                r = n_out // n_in
+                shp = y._node.shape
+                z = F.unsqueeze(y, dim + 1)
+                z = F.broadcast_to(z, shp[:dim + 1] + (r,) + shp[dim + 1:])
+                y = F.reshape(z, shp[:dim] + (n_out,) + shp[dim + 1:])
+                continue
+            t = _const(("nearest", n_in, n_out, sc, exact), lambda: idx,
+                       D.canonical(D.int32), input.device)
+            y = F.index_select(y, dim, t)
+    return y
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+# ---- attention ---------------------------------------------------------------------------------
+def _causal_mask(L, S, device):
+    return _const(("causal", L, S), lambda: np.tril(np.ones((L, S), dtype=bool)), D.bool_,
+                  device)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """softmax(q kᵀ · scale + mask) v over (..., L, E) / (..., S, E) / (..., S, Ev).
+
+    A bool attn_mask marks positions that TAKE PART in attention (True = keep); a float mask is
+    added to the scores.  is_causal applies the lower-triangular mask."""
+    L, E = query._node.shape[-2], query._node.shape[-1]
+    S = key._node.shape[-2]
+    if key._node.shape[-1] != E or value._node.shape[-2] != S:
+        raise ValueError(f"scaled_dot_product_attention: query {tuple(query.shape)}, key "
+                         f"{tuple(key.shape)} and value {tuple(value.shape)} don't match "
+                         f"(expected (..., L, E), (..., S, E), (..., S, Ev))")
+    if enable_gqa and query.ndim >= 3:
+        hq, hk = query._node.shape[-3], key._node.shape[-3]
+        if hq != hk:
+            if hq % hk:
+                raise ValueError(f"scaled_dot_product_attention: {hq} query heads are not a "
+                                 f"multiple of {hk} key/value heads")
+            key = _repeat_heads(key, hq // hk)
+            value = _repeat_heads(value, hq // hk)
+    sc = 1.0 / math.sqrt(E) if scale is None else builtins.float(scale)
+    scores = F.matmul(query * sc, F.transpose(key, -2, -1))
+    if is_causal:
+        if attn_mask is not None:
+            raise ValueError("scaled_dot_product_attention: pass either attn_mask or "
+                             "is_causal=True, not both")
+        scores = F.where(_causal_mask(L, S, query.device), scores, _NEG_INF)
+    if attn_mask is not None:
+        if attn_mask.dtype is D.bool_:
+            scores = F.where(attn_mask, scores, _NEG_INF)
+        else:
+            scores = scores + attn_mask
+    w = F.softmax(scores, -1)
+    if dropout_p > 0.0:
+        w = dropout(w, dropout_p, True)
+    return F.matmul(w, value)
+
+
+def _repeat_heads(x, r):
+    shp = x._node.shape
+    z = F.broadcast_to(F.unsqueeze(x, -2), shp[:-2] + (r,) + shp[-2:])
+    return F.reshape(z, shp[:-3] + (shp[-3] * r,) + shp[-2:])
+
+
+def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, in_proj_bias,
+                                 bias_k, bias_v, add_zero_attn, dropout_p, out_proj_weight,
+                                 out_proj_bias, training=True, key_padding_mask=None,
+                                 need_weights=True, attn_mask=None, use_separate_proj_weight=False,
+                                 q_proj_weight=None, k_proj_weight=None, v_proj_weight=None,
+                                 static_k=None, static_v=None, average_attn_weights=True,
+                                 is_causal=False, batch_first=False):
+    """PyTorch's multi_head_attention_forward.  Inputs are (L, N, E) — or (N, L, E) with
+    batch_first=True — or unbatched (L, E).  attn_mask: (L, S) or (N*num_heads, L, S), bool
+    (True = NOT allowed to attend) or float (added); key_padding_mask: (N, S), bool (True =
+    ignore that key) or float (added)."""
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError("multi_head_attention_forward: static_k/static_v are not "
+                                  "supported")
+    batched = query.ndim == 3
+    if not batched:
+        if query.ndim != 2:
+            raise ValueError(f"MultiheadAttention: query should be 2-D (unbatched) or 3-D, got "
+                             f"shape {tuple(query.shape)}")
+        query, key, value = (F.unsqueeze(t, 1 if not batch_first else 0)
+                             for t in (query, key, value))
+        if key_padding_mask is not None:
+            key_padding_mask = F.unsqueeze(key_padding_mask, 0)
+    same_kv = key is value
+    self_attn = same_kv and query is key
+    if not batch_first:  # work batch-first: (N, L, E)
+        query = F.transpose(query, 0, 1)
+        key = query if self_attn else F.transpose(key, 0, 1)
+        value = key if same_kv else F.transpose(value, 0, 1)
+    n, L, E = query._node.shape
+    S = key._node.shape[1]
+    if key._node.shape[0] != n or value._node.shape[:2] != (n, S):
+        raise ValueError(f"MultiheadAttention: query {tuple(query.shape)}, key "
+                         f"{tuple(key.shape)} and value {tuple(value.shape)} (batch-first) "
+                         f"don't agree on batch size / source length")
+    if E % num_heads:
+        raise ValueError(f"embed_dim {E} not divisible by num_heads {num_heads}")
+    hd = E // num_heads
+    if use_separate_proj_weight:
+        bq = bk = bv = None
+        if in_proj_bias is not None:
+            bq, bk, bv = F.split(in_proj_bias, E)
+        q = linear(query, q_proj_weight, bq)
+        k = linear(key, k_proj_weight, bk)
+        v = linear(value, v_proj_weight, bv)
+    elif self_attn:
+        q, k, v = F.split(linear(query, in_proj_weight, in_proj_bias), E, -1)
+    else:
+        wq, wkv = F.split(in_proj_weight, (E, 2 * E))
+        bq = bkv = None
+        if in_proj_bias is not None:
+            bq, bkv = F.split(in_proj_bias, (E, 2 * E))
+        q = linear(query, wq, bq)
+        if same_kv:
+            k, v = F.split(linear(key, wkv, bkv), E, -1)
+        else:
+            wk, wv = F.split(wkv, E)
+            bk, bv = F.split(bkv, E) if bkv is not None else (None, None)
+            k = linear(key, wk, bk)
+            v = linear(value, wv, bv)
+    # masks in the (N, H, L, S) layout of the scores
+    if is_causal and attn_mask is None:
+        attn_mask = F.logical_not(_causal_mask(L, S, query.device))
+    if attn_mask is not None:
+        if attn_mask.ndim == 2:
+            if tuple(attn_mask.shape) != (L, S):
+                raise ValueError(f"The shape of the 2D attn_mask is {tuple(attn_mask.shape)}, "
+                                 f"but should be {(L, S)}.")
+        elif attn_mask.ndim == 3:
+            if tuple(attn_mask.shape) != (n * num_heads, L, S):
+                raise ValueError(f"The shape of the 3D attn_mask is {tuple(attn_mask.shape)}, "
+                                 f"but should be {(n * num_heads, L, S)}.")
+            attn_mask = F.reshape(attn_mask, (n, num_heads, L, S))
+        else:
+            raise ValueError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
+    if key_padding_mask is not None:
+        if tuple(key_padding_mask.shape) != (n, S):
+            raise ValueError(f"expected key_padding_mask of shape {(n, S)}, got "
+                             f"{tuple(key_padding_mask.shape)}")
+        key_padding_mask = F.reshape(key_padding_mask, (n, 1, 1, S))
+    if bias_k is not None:
+        k = F.cat([k, F.broadcast_to(F.reshape(bias_k, (1, 1, E)), (n, 1, E))], 1)
+        v = F.cat([v, F.broadcast_to(F.reshape(bias_v, (1, 1, E)), (n, 1, E))], 1)
+        attn_mask = _pad_mask_column(attn_mask)
+        key_padding_mask = _pad_mask_column(key_padding_mask)
+        S += 1
+    if add_zero_attn:
+        k = F.cat([k, F.zeros((n, 1, E), dtype=k.dtype, device=k.device)], 1)
+        v = F.cat([v, F.zeros((n, 1, E), dtype=v.dtype, device=v.device)], 1)
+        attn_mask = _pad_mask_column(attn_mask)
+        key_padding_mask = _pad_mask_column(key_padding_mask)
+        S += 1
+    q = F.transpose(F.reshape(q, (n, L, num_heads, hd)), 1, 2)
+    k = F.transpose(F.reshape(k, (n, S, num_heads, hd)), 1, 2)
+    v = F.transpose(F.reshape(v, (n, S, num_heads, hd)), 1, 2)
+    scores = F.matmul(q * (1.0 / math.sqrt(hd)), F.transpose(k, -2, -1))
+    for m in (attn_mask, key_padding_mask):
+        if m is None:
+            continue
+        if m.dtype is D.bool_:
+            scores = F.where(m, _NEG_INF, scores)
+        else:
+            scores = scores + m
+    w = F.softmax(scores, -1)
+    if dropout_p > 0.0 and training:
+        w = dropout(w, dropout_p, True)
+    out = F.reshape(F.transpose(F.matmul(w, v), 1, 2), (n, L, E))
+    out = linear(out, out_proj_weight, out_proj_bias)
+    if not batch_first:
+        out = F.transpose(out, 0, 1)
+    if not batched:
+        out = F.squeeze(out, 1 if not batch_first else 0)
+    if not need_weights:
+        return out, None
+    if average_attn_weights:
+        w = F.mean(w, 1)
+    if not batched:
+        w = F.squeeze(w, 0)
+    return out, w
+
+
+def _pad_mask_column(m):
+    if m is None:
+        return None
+    return F.pad(m, (0, 1), "constant", False if m.dtype is D.bool_ else 0.0)
+
+
+# ---- activations -------------------------------------------------------------------------------
+def relu(input, inplace=False):
+    return _maybe_inplace(input, F.relu(input), inplace, "relu_")
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    out = F.where(input > 0, input, input * negative_slope)
+    return _maybe_inplace(input, out, inplace, "leaky_relu_")
+
+
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def gelu(input, approximate="none"):
+    if approximate == "none":
+        return input * (F.erf(input * _SQRT1_2) + 1.0) * 0.5
+    if approximate == "tanh":
+        inner = (input + input * input * input * 0.044715) * _SQRT_2_OVER_PI
+        return input * (F.tanh(inner) + 1.0) * 0.5
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+def silu(input, inplace=False):
+    return _maybe_inplace(input, input * F.sigmoid(input), inplace, "silu_")
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta, linear above `threshold` (the overflow branch is clamped
+    so its unused gradient stays finite)."""
+    bx = input * beta if beta != 1 else input
+    soft = F.log1p(F.exp(F.minimum(bx, threshold)))
+    if beta != 1:
+        soft = soft / beta
+    return F.where(bx > threshold, input, soft)
+
+
+def mish(input, inplace=False):
+    return _maybe_inplace(input, input * F.tanh(softplus(input)), inplace, "mish_")
+
+
+def elu(input, alpha=1.0, inplace=False):
+    neg = F.expm1(F.minimum(input, 0.0))
+    if alpha != 1:
+        neg = neg * alpha
+    return _maybe_inplace(input, F.where(input > 0, input, neg), inplace, "elu_")
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace=False):
+    out = F.where(input > 0, input, F.expm1(F.minimum(input, 0.0)) * _SELU_ALPHA) * _SELU_SCALE
+    return _maybe_inplace(input, out, inplace, "selu_")
+
+
+def celu(input, alpha=1.0, inplace=False):
+    out = F.where(input > 0, input, F.expm1(F.minimum(input, 0.0) / alpha) * alpha)
+    return _maybe_inplace(input, out, inplace, "celu_")
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError("hardtanh: min_val cannot be greater than max_val")
+    # where-based so the gradient is 0 at the bounds, as PyTorch's
+    out = F.where(input <= min_val, min_val, F.where(input >= max_val, max_val, input))
+    return _maybe_inplace(input, out, inplace, "hardtanh_")
+
+
+def hardsigmoid(input, inplace=False):
+    return _maybe_inplace(input, hardtanh(input / 6.0 + 0.5, 0.0, 1.0), inplace,
+                          "hardsigmoid_")
+
+
+def hardswish(input, inplace=False):
+    return _maybe_inplace(input, input * hardtanh(input / 6.0 + 0.5, 0.0, 1.0), inplace,
+                          "hardswish_")
+
+
+def logsigmoid(input):
+    return -softplus(-input)
+
+
+def softsign(input):
+    return input / (F.abs(input) + 1.0)
+
+
+def tanhshrink(input):
+    return input - F.tanh(input)
+
+
+def glu(input, dim=-1):
+    a, b = F.chunk(input, 2, dim)
+    if a.shape != b.shape:
+        raise ValueError(f"glu: halving dimension must be even, got shape {tuple(input.shape)}")
+    return a * F.sigmoid(b)
+
+
+def sigmoid(input):
+    return F.sigmoid(input)
+
+
+def tanh(input):
+    return F.tanh(input)
+
+
+def _softmax_dim(ndim):
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dtype is not None:
+        input = F.to_dtype(input, dtype)
+    return F.softmax(input, _softmax_dim(input.ndim) if dim is None else dim)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dtype is not None:
+        input = F.to_dtype(input, dtype)
+    return F.log_softmax(input, _softmax_dim(input.ndim) if dim is None else dim)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    return softmax(-input, dim, dtype=dtype)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    dot = F.sum(x1 * x2, dim)
+    n1 = F.sqrt(F.maximum(F.sum(x1 * x1, dim), eps * eps))
+    n2 = F.sqrt(F.maximum(F.sum(x2 * x2, dim), eps * eps))
+    return dot / (n1 * n2)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    return F.norm(x1 - x2 + eps, p, -1, keepdim)
+
+
+# ---- losses ------------------------------------------------------------------------------------
+def _class_targets(input, target, op):
+    """-> (input with a class dim 1, target, unbatched flag) after shape checks."""
+    if input.ndim == 1:
+        if target.ndim != 0:
+            raise ValueError(f"{op}: for unbatched input of shape {tuple(input.shape)} the "
+                             f"target must be 0-D, got shape {tuple(target.shape)}")
+        return F.unsqueeze(input, 0), F.unsqueeze(target, 0), True
+    want = (input._node.shape[0],) + input._node.shape[2:]
+    if tuple(target.shape) != want:
+        raise ValueError(f"{op}: expected target of shape {want} for input of shape "
+                         f"{tuple(input.shape)}, got {tuple(target.shape)}")
+    return input, target, False
+
+
+def _nll(logp, target, weight, ignore_index, reduction, op):
+    """-logp picked at the target class; (N, 1, *) layout until the reduction."""
+    if target.dtype.kind not in "iu":
+        raise TypeError(f"{op}: expected integer class-index targets, got {target.dtype}")
+    logp, target, unbatched = _class_targets(logp, target, op)
+    c = logp._node.shape[1]
+    if weight is not None and tuple(weight.shape) != (c,):
+        raise ValueError(f"{op}: weight of shape {tuple(weight.shape)} should have {c} "
+                         f"elements (one per class)")
+    t1 = F.unsqueeze(target, 1)
+    picked = F.gather(logp, 1, t1)                     # (N, 1, *)
+    keep = F.ne(t1, ignore_index)
+    if weight is not None:
+        wt = F.where(keep, weight[t1], 0.0)
+        loss = -(picked * wt)
+    else:
+        wt = None
+        loss = F.where(keep, -picked, 0.0)
+    if reduction == "none":
+        out = F.squeeze(loss, 1)
+        return F.squeeze(out, 0) if unbatched else out
+    if reduction == "sum":
+        return F.sum(loss)
+    if reduction == "mean":
+        denom = F.sum(wt) if wt is not None else F.sum(F.to_dtype(keep, loss.dtype))
+        return F.sum(loss) / denom
+    raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction")
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _nll(input, target, weight, ignore_index, reduction, "nll_loss")
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
+                  reduce=None, reduction="mean", label_smoothing=0.0):
+    """log_softmax over the class dim (1, or 0 for unbatched input) + NLL; targets are class
+    indices (integer, shape (N, *)) or class probabilities (float, the input's shape)."""
+    _check_float(input, "cross_entropy")
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
+                         f"{label_smoothing}")
+    cdim = 1 if input.ndim >= 2 else 0
+    c = input._node.shape[cdim]
+    logp = F.log_softmax(input, cdim)
+    if target.dtype.is_floating_point:
+        if tuple(target.shape) != tuple(input.shape):
+            raise ValueError(f"cross_entropy: probability targets must have the input's shape "
+                             f"{tuple(input.shape)}, got {tuple(target.shape)}")
+        if label_smoothing > 0:
+            target = target * (1.0 - label_smoothing) + label_smoothing / c
+        prod = logp * target
+        if weight is not None:
+            prod = prod * F.reshape(weight, (c,) + (1,) * (input.ndim - cdim - 1))
+        loss = -F.sum(prod, cdim)
+        if reduction == "mean":
+            return F.sum(loss) / builtins.max(input.numel() // c, 1) if input.ndim >= 2 \
+                else loss
+        return _reduce(loss, reduction, "cross_entropy")
+    nll = _nll(logp, target, weight, ignore_index, reduction, "cross_entropy")
+    if label_smoothing == 0.0:
+        return nll
+    lp, t, unbatched = _class_targets(logp, target, "cross_entropy")
+    if weight is not None:
+        smooth = -F.sum(lp * F.reshape(weight, (c,) + (1,) * (lp.ndim - 2)), 1)
+    else:
+        smooth = -F.sum(lp, 1)
+    keep = F.ne(t, ignore_index)
+    smooth = F.where(keep, smooth, 0.0)
+    if reduction == "mean":
+        denom = F.sum(F.where(keep, weight[t], 0.0)) if weight is not None else \
+            F.sum(F.to_dtype(keep, smooth.dtype))
+        smooth = F.sum(smooth) / denom
+    elif reduction == "sum":
+        smooth = F.sum(smooth)
+    elif unbatched:
+        smooth = F.squeeze(smooth, 0)
+    return nll * (1.0 - label_smoothing) + smooth * (label_smoothing / c)
+
+
+def _check_same_shape(input, target, op):
+    if tuple(input.shape) != tuple(target.shape):
+        raise ValueError(f"{op}: target size {tuple(target.shape)} must be the same as input "
+                         f"size {tuple(input.shape)}")
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    d = input - target
+    loss = d * d
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "mse_loss")
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = F.abs(input - target)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "l1_loss")
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if beta < 0:
+        raise ValueError("smooth_l1_loss does not support negative values for beta.")
+    d = input - target
+    ad = F.abs(d)
+    if beta == 0.0:
+        return _reduce(ad, reduction, "smooth_l1_loss")
+    loss = F.where(ad < beta, d * d * (0.5 / beta), ad - 0.5 * beta)
+    return _reduce(loss, reduction, "smooth_l1_loss")
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    if delta <= 0:
+        raise ValueError("huber_loss does not support non-positive values for delta.")
+    d = input - target
+    ad = F.abs(d)
+    loss = F.where(ad < delta, d * d * 0.5, (ad - 0.5 * delta) * delta)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "huber_loss")
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """-(t log x + (1 - t) log(1 - x)), each log clamped at -100 as in PyTorch."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_same_shape(input, target, "binary_cross_entropy")
+    log_x = F.maximum(F.log(input), -100.0)
+    log_1mx = F.maximum(F.log(1.0 - input), -100.0)
+    loss = -(target * (log_x - log_1mx) + log_1mx)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy")
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
+                                     reduce=None, reduction="mean", pos_weight=None):
+    """(1 - t) x + (1 + (pos_weight - 1) t) log(1 + exp(-x)), computed stably."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_same_shape(input, target, "binary_cross_entropy_with_logits")
+    sp_neg = F.maximum(-input, 0.0) + F.log1p(F.exp(-F.abs(input)))   # log(1 + e^-x)
+    if pos_weight is not None:
+        loss = (1.0 - target) * input + (target * (pos_weight - 1.0) + 1.0) * sp_neg
+    else:
+        loss = (1.0 - target) * input + sp_neg
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """Pointwise target * (log target - input) (input holds log-probabilities); reduction
+    'batchmean' divides the sum by the batch size (PyTorch's recommended mode)."""
+    if reduction == "batchmean":
+        red = "batchmean"
+    else:
+        red = _legacy_reduction(size_average, reduce, reduction)
+    if log_target:
+        loss = F.exp(target) * (target - input)
+    else:
+        pos = target > 0
+        tlogt = F.where(pos, target * F.log(F.where(pos, target, 1.0)), 0.0)  # xlogy(t, t)
+        loss = tlogt - target * input
+    if red == "batchmean":
+        s = F.sum(loss)
+        return s / input.shape[0] if input.ndim > 0 else s
+    return _reduce(loss, red, "kl_div")

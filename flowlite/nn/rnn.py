@@ -1,0 +1,223 @@
+"""Recurrent layers (RNN, LSTM, GRU) on the core `scan` primitive.
+
+The input projection of every time step is one big matmul outside the loop;
+only the recurrent matmul runs inside `scan`, which is one node lowered to
+`lax.scan` — so compile time doesn't grow with sequence length.  Parameter
+names, layouts, gate orders and initialisation follow PyTorch exactly
+(`weight_ih_l0`, `weight_hh_l0_reverse`, LSTM gates i,f,g,o; GRU gates r,z,n).
+"""
+from __future__ import annotations
+
+import math
+
+import flowlite as fl
+from ..control_flow import scan
+from ..random import bernoulli_mask
+from . import init
+from .module import Module, Parameter
+
+_GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+
+class RNNBase(Module):
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
+        super().__init__()
+        if not isinstance(hidden_size, int) or hidden_size <= 0:
+            raise ValueError(f"hidden_size must be a positive integer, got {hidden_size!r}")
+        if not isinstance(num_layers, int) or num_layers <= 0:
+            raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+        if not 0 <= dropout <= 1:
+            raise ValueError(f"dropout should be a number in range [0, 1], got {dropout}")
+        self.mode = mode
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        g = _GATES[mode]
+        dirs = 2 if bidirectional else 1
+        self._names = []
+        for layer in range(num_layers):
+            in_size = input_size if layer == 0 else hidden_size * dirs
+            for d in range(dirs):
+                sfx = f"_l{layer}" + ("_reverse" if d else "")
+                names = [f"weight_ih{sfx}", f"weight_hh{sfx}"]
+                setattr(self, names[0], Parameter(fl.empty(g * hidden_size, in_size,
+                                                           dtype=dtype, device=device)))
+                setattr(self, names[1], Parameter(fl.empty(g * hidden_size, hidden_size,
+                                                           dtype=dtype, device=device)))
+                if bias:
+                    names += [f"bias_ih{sfx}", f"bias_hh{sfx}"]
+                    setattr(self, names[2], Parameter(fl.empty(g * hidden_size, dtype=dtype,
+                                                               device=device)))
+                    setattr(self, names[3], Parameter(fl.empty(g * hidden_size, dtype=dtype,
+                                                               device=device)))
+                self._names.append(names)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        stdv = 1.0 / math.sqrt(self.hidden_size)
+        for p in self.parameters():
+            init.uniform_(p, -stdv, stdv)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if not self.bias:
+            s += ", bias=False"
+        if self.batch_first:
+            s += ", batch_first=True"
+        if self.dropout:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional:
+            s += ", bidirectional=True"
+        return s
+
+    # -- forward --------------------------------------------------------------------------
+    def _check_input(self, x):
+        if x.ndim not in (2, 3):
+            raise ValueError(f"{type(self).__name__}: expected input of 2 (unbatched) or 3 "
+                             f"dimensions, got shape {tuple(x.shape)}")
+        if x.shape[-1] != self.input_size:
+            raise ValueError(f"{type(self).__name__}: input.size(-1) must be equal to "
+                             f"input_size. Expected {self.input_size}, got {x.shape[-1]}")
+
+    def _zeros_state(self, batch, x):
+        dirs = 2 if self.bidirectional else 1
+        return fl.zeros(self.num_layers * dirs, batch, self.hidden_size, dtype=x.dtype,
+                        device=x.device)
+
+    def _check_state(self, h, batch, name):
+        dirs = 2 if self.bidirectional else 1
+        want = (self.num_layers * dirs, batch, self.hidden_size)
+        if tuple(h.shape) != want:
+            raise ValueError(f"{type(self).__name__}: expected {name} size {want}, got "
+                             f"{tuple(h.shape)}")
+
+    def forward(self, x, hx=None):
+        self._check_input(x)
+        unbatched = x.ndim == 2
+        if unbatched:
+            x = x.unsqueeze(1)
+            if hx is not None:
+                hx = tuple(h.unsqueeze(1) for h in hx) if isinstance(hx, tuple) else \
+                    hx.unsqueeze(1)
+        elif self.batch_first:
+            x = x.transpose(0, 1)
+        batch = x.shape[1]
+        is_lstm = self.mode == "LSTM"
+        if hx is None:
+            h0 = self._zeros_state(batch, x)
+            c0 = self._zeros_state(batch, x) if is_lstm else None
+        elif is_lstm:
+            if not isinstance(hx, tuple) or len(hx) != 2:
+                raise TypeError("LSTM: hx must be a tuple (h_0, c_0)")
+            h0, c0 = hx
+            self._check_state(h0, batch, "h_0")
+            self._check_state(c0, batch, "c_0")
+        else:
+            h0 = hx
+            self._check_state(h0, batch, "hidden")
+        dirs = 2 if self.bidirectional else 1
+        hs, cs = [], []
+        layer_in = x
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                k = layer * dirs + d
+                params = [getattr(self, n) for n in self._names[k]]
+                out, h, c = self._run_direction(layer_in, params, h0[k],
+                                                c0[k] if is_lstm else None, reverse=d == 1)
+                outs.append(out)
+                hs.append(h)
+                cs.append(c)
+            layer_in = outs[0] if dirs == 1 else fl.cat(outs, -1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                keep = 1.0 - self.dropout
+                layer_in = layer_in * bernoulli_mask(tuple(layer_in.shape), keep,
+                                                     dtype=layer_in.dtype,
+                                                     device=layer_in.device) / keep
+        output = layer_in
+        h_n = fl.stack(hs, 0)
+        c_n = fl.stack(cs, 0) if is_lstm else None
+        if unbatched:
+            output = output.squeeze(1)
+            h_n = h_n.squeeze(1)
+            c_n = c_n.squeeze(1) if is_lstm else None
+        elif self.batch_first:
+            output = output.transpose(0, 1)
+        return (output, (h_n, c_n)) if is_lstm else (output, h_n)
+
+    def _run_direction(self, x, params, h0, c0, reverse):
+        w_ih, w_hh = params[0], params[1]
+        b_ih = params[2] if self.bias else None
+        b_hh = params[3] if self.bias else None
+        xw = x @ w_ih.T                      # all time steps at once: (T, B, G*H)
+        if b_ih is not None:
+            xw = xw + (b_ih + b_hh if self.mode != "GRU" else b_ih)
+        w_hh_t = w_hh.T
+        H = self.hidden_size
+        mode = self.mode
+
+        if mode == "LSTM":
+            def step(carry, xt):
+                h, c = carry
+                gates = xt + h @ w_hh_t
+                i = fl.sigmoid(gates[:, :H])
+                f = fl.sigmoid(gates[:, H:2 * H])
+                g = fl.tanh(gates[:, 2 * H:3 * H])
+                o = fl.sigmoid(gates[:, 3 * H:])
+                c = f * c + i * g
+                h = o * fl.tanh(c)
+                return (h, c), h
+            (h, c), ys = scan(step, (h0, c0), xw, reverse=reverse)
+            return ys, h, c
+        if mode == "GRU":
+            def step(h, xt):
+                gh = h @ w_hh_t
+                if b_hh is not None:
+                    gh = gh + b_hh
+                r = fl.sigmoid(xt[:, :H] + gh[:, :H])
+                z = fl.sigmoid(xt[:, H:2 * H] + gh[:, H:2 * H])
+                n = fl.tanh(xt[:, 2 * H:] + r * gh[:, 2 * H:])
+                h = (1 - z) * n + z * h
+                return h, h
+            h, ys = scan(step, h0, xw, reverse=reverse)
+            return ys, h, None
+        act = fl.tanh if mode == "RNN_TANH" else fl.relu
+
+        def step(h, xt):
+            h = act(xt + h @ w_hh_t)
+            return h, h
+        h, ys = scan(step, h0, xw, reverse=reverse)
+        return ys, h, None
+
+
+class RNN(RNNBase):
+    def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
+                             "'relu'.")
+        self.nonlinearity = nonlinearity
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size,
+                         hidden_size, num_layers, bias, batch_first, dropout, bidirectional,
+                         device, dtype)
+
+
+class LSTM(RNNBase):
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+        super().__init__("LSTM", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, device, dtype)
+
+
+class GRU(RNNBase):
+    def __init__(self, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
+                 dropout=0.0, bidirectional=False, device=None, dtype=None):
+        super().__init__("GRU", input_size, hidden_size, num_layers, bias, batch_first,
+                         dropout, bidirectional, device, dtype)
