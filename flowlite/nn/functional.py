@@ -585,15 +585,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             with no_grad():
                 if running_mean is not None:
                     m = F.reshape(mean, (c,))
-                    running_mean._rebind(running_mean * (1.0 - momentum) + m * momentum
-                                         if not isinstance(momentum, Tensor) else
-                                         running_mean + (m - running_mean) * momentum,
+                    running_mean._rebind(running_mean * (1.0 - momentum) + m * momentum,
                                          "batch_norm running_mean")
                 if running_var is not None:
                     v = F.reshape(var, (c,)) * (n / (n - 1))
-                    running_var._rebind(running_var * (1.0 - momentum) + v * momentum
-                                        if not isinstance(momentum, Tensor) else
-                                        running_var + (v - running_var) * momentum,
+                    running_var._rebind(running_var * (1.0 - momentum) + v * momentum,
                                         "batch_norm running_var")
     else:
         if running_mean is None or running_var is None:
@@ -685,7 +681,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
         raise ValueError(f"rms_norm: normalized_shape {list(ns)} doesn't match the trailing "
                          f"dims of input of shape {tuple(shp)}")
     if eps is None:
-        eps = builtins.float(np.finfo(input.dtype.np).eps)
+        import ml_dtypes
+        eps = builtins.float(ml_dtypes.finfo(input.dtype.np).eps)
     axes = tuple(range(len(shp) - k, len(shp)))
     y = input * F.rsqrt(F.mean(input * input, axes, keepdim=True) + eps)
     return y if weight is None else y * weight
@@ -788,8 +785,10 @@ def pad(input, pad, mode="constant", value=None):
 # ---- interpolation -----------------------------------------------------------------------------
 def _interp_scale(n_in, n_out, align_corners, scale):
     if align_corners:
-        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
-    return 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+        return np.float32(n_in - 1) / np.float32(n_out - 1) if n_out > 1 else np.float32(0)
+    if scale is not None and scale > 0:
+        return np.float32(1.0 / scale)
+    return np.float32(n_in) / np.float32(n_out)
 
 
 def _linear_matrix(n_in, n_out, align_corners, scale):
@@ -813,7 +812,7 @@ def _linear_matrix(n_in, n_out, align_corners, scale):
 def _nearest_index(n_in, n_out, scale, exact):
     if n_out == n_in and not exact:
         return None
-    sc = np.float32(1.0 / scale if scale is not None and scale > 0 else n_in / n_out)
+    sc = _interp_scale(n_in, n_out, False, scale)
     o = np.arange(n_out, dtype=np.float32)
     src = np.floor((o + np.float32(0.5)) * sc if exact else o * sc).astype(np.int64)
     return np.minimum(src, n_in - 1)
@@ -1103,10 +1102,11 @@ def softplus(input, beta=1.0, threshold=20.0):
     """log(1 + exp(beta x)) / beta, linear above `threshold` (the overflow branch is clamped
     so its unused gradient stays finite)."""
     bx = input * beta if beta != 1 else input
-    soft = F.log1p(F.exp(F.minimum(bx, threshold)))
+    linear_part = bx > threshold
+    soft = F.log1p(F.exp(F.where(linear_part, 0.0, bx)))
     if beta != 1:
         soft = soft / beta
-    return F.where(bx > threshold, input, soft)
+    return F.where(linear_part, input, soft)
 
 
 def mish(input, inplace=False):
@@ -1114,10 +1114,11 @@ def mish(input, inplace=False):
 
 
 def elu(input, alpha=1.0, inplace=False):
-    neg = F.expm1(F.minimum(input, 0.0))
+    pos = input > 0
+    neg = F.expm1(F.where(pos, 0.0, input))   # the unused branch never overflows
     if alpha != 1:
         neg = neg * alpha
-    return _maybe_inplace(input, F.where(input > 0, input, neg), inplace, "elu_")
+    return _maybe_inplace(input, F.where(pos, input, neg), inplace, "elu_")
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -1125,12 +1126,14 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def selu(input, inplace=False):
-    out = F.where(input > 0, input, F.expm1(F.minimum(input, 0.0)) * _SELU_ALPHA) * _SELU_SCALE
+    pos = input > 0
+    out = F.where(pos, input, F.expm1(F.where(pos, 0.0, input)) * _SELU_ALPHA) * _SELU_SCALE
     return _maybe_inplace(input, out, inplace, "selu_")
 
 
 def celu(input, alpha=1.0, inplace=False):
-    out = F.where(input > 0, input, F.expm1(F.minimum(input, 0.0) / alpha) * alpha)
+    pos = input > 0
+    out = F.where(pos, input, F.expm1(F.where(pos, 0.0, input) / alpha) * alpha)
     return _maybe_inplace(input, out, inplace, "celu_")
 
 
