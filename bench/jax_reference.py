@@ -365,12 +365,15 @@ class Generator:
 # --------------------------------------------------------------------------------------------
 
 
-def _check_generation_against_full_forward(n_new=70, batch=2, prompt_len=8):
-    """Greedy KV-cache generation must pick, at every sampled step, the argmax of a full
-    (uncached) forward over the tokens the schedule has fed since the last refill."""
+def _check_generation_against_full_forward(n_new=70, batch=2, prompt_len=8, top_k=None):
+    """Greedy KV-cache generation (top_k None) must pick, at every sampled step, the argmax of a
+    full (uncached) forward over the tokens the schedule has fed since the last refill; sampled
+    generation (temperature 1, top_k k) must pick one of that forward's k largest logits.
+    Returns (mismatches, checked)."""
     params = {k: jnp.asarray(v) for k, v in init_params("generate").items()}
     prompt = jnp.asarray(specs.make_prompt(batch, prompt_len, seed=3))
-    out = np.asarray(make_generate(batch, prompt_len, n_new, temperature=0.0)(
+    temperature = 0.0 if top_k is None else 1.0
+    out = np.asarray(make_generate(batch, prompt_len, n_new, temperature, top_k)(
         params, prompt, jax.random.key(0)))
     sched = specs.generation_schedule(prompt_len, n_new)
     fwd = jax.jit(gpt_forward)
@@ -380,7 +383,12 @@ def _check_generation_against_full_forward(n_new=70, batch=2, prompt_len=8):
         if flag:  # causal, so padding the window to the context length changes nothing
             padded = out[:, window + [0] * (GPT.context - len(window))]
             logits = np.asarray(fwd(params, jnp.asarray(padded)))[:, len(window) - 1]
-            mismatches += int((logits.argmax(-1) != out[:, dst]).sum())
+            picked = out[:, dst]
+            if top_k is None:
+                mismatches += int((logits.argmax(-1) != picked).sum())
+            else:
+                kth = np.sort(logits, axis=-1)[:, -top_k]
+                mismatches += int((logits[np.arange(batch), picked] < kth - 1e-4).sum())
             checked += batch
     return mismatches, checked
 
@@ -420,9 +428,20 @@ def selfcheck(verbose: bool = True) -> bool:
     err = float(np.abs(bs - ref).max())
     report("cartpole batched == gym scalar step", err < 1e-12, f"max |Δ| {err:.1e}")
 
+    runner = CartPoleRunner(1024, 200, "random", seed=0)
+    for _ in range(2):
+        runner.step()
+    episodes, length_sum = int(runner.carry[3]), int(runner.carry[4])
+    mean_len = length_sum / max(episodes, 1)
+    report("fused cartpole, random policy", 18 < mean_len < 27,
+           f"{episodes} episodes, mean length {mean_len:.1f} (random play averages ≈ 22)")
+
     mism, checked = _check_generation_against_full_forward()
     report("KV-cache greedy generation == full forward", mism == 0,
            f"{checked - mism}/{checked} tokens agree (crosses one cache refill)")
+    mism, checked = _check_generation_against_full_forward(top_k=5)
+    report("KV-cache top-5 sampling within full forward's top 5", mism == 0,
+           f"{checked - mism}/{checked} tokens")
     return ok
 
 

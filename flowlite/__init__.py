@@ -34,6 +34,7 @@ from .random import (manual_seed, seed, initial_seed, rand, randn, randint, rand
                      randn_like, get_rng_state, set_rng_state)
 from .autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 from .executor import sync
+from .serialization import save, load
 from .control_flow import scan
 from .compile import compile
 from . import metrics
@@ -80,3 +81,10 @@ def numel(x) -> int:
 
 
 __version__ = "0.1.0"
+
+# Lazy tracing allocates a few small objects per op; Python's full (generation-2) garbage
+# collections would rescan the ~100k long-lived objects JAX creates at import on every
+# pass.  Freezing them once keeps those pauses proportional to flowlite's own objects.
+import gc as _gc
+
+_gc.freeze()

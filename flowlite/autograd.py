@@ -15,11 +15,15 @@ import weakref
 
 from . import ir
 
-_state = threading.local()
+class _GradState(threading.local):
+    enabled = True   # class default: a plain attribute read on the hot path, per thread
+
+
+_state = _GradState()
 
 
 def is_grad_enabled() -> bool:
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 def set_grad_enabled(mode: bool) -> None:

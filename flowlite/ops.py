@@ -366,7 +366,7 @@ def reciprocal(x):
 
 
 def relu(x):
-    return where(gt(x, 0), x, 0)
+    return _unary(P.relu, x)
 
 
 def isfinite(x):

@@ -56,6 +56,8 @@ erf = prim("erf", lambda a, x: lax.erf(x),
 floor = prim("floor", lambda a, x: jnp.floor(x), lambda a, i, o, g: (None,))
 ceil = prim("ceil", lambda a, x: jnp.ceil(x), lambda a, i, o, g: (None,))
 round_ = prim("round", lambda a, x: jnp.round(x, a[0]), lambda a, i, o, g: (None,))
+relu = prim("relu", lambda a, x: jnp.maximum(x, jnp.zeros((), x.dtype)),
+            lambda a, i, o, g: (g * (i[0] > 0).to(g.dtype),))
 logical_not = nondiff("logical_not", lambda a, x: jnp.logical_not(x) if x.dtype == bool
                       else jnp.invert(x))
 isfinite = nondiff("isfinite", lambda a, x: jnp.isfinite(x))

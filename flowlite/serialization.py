@@ -149,8 +149,7 @@ class _Writer:
 
 def _dtype_name(dt, where):
     try:
-        return D.from_numpy_dtype(dt).name if hasattr(D, "from_numpy_dtype") else \
-            D.from_any(dt).name
+        return D.from_numpy_dtype(dt).name
     except Exception:
         raise TypeError(f"flowlite.save: numpy arrays of dtype {dt} are not supported (at "
                         f"{where})") from None
@@ -327,8 +326,9 @@ def _decode_file(name, data, device):
     if size < len(MAGIC) or bytes(data[:len(MAGIC)]) != MAGIC:
         if size < len(MAGIC) and MAGIC.startswith(bytes(data)):
             raise ValueError(f"flowlite.load: {name}: file is truncated ({size} bytes)")
-        hint = " (this looks like a pickle, e.g. a torch.save file: flowlite never unpickles)" \
-            if size and bytes(data[:1]) == b"\x80" or bytes(data[:2]) == b"PK" else ""
+        pickled = bytes(data[:1]) == b"\x80" or bytes(data[:2]) == b"PK"
+        hint = " (it looks like a pickle or a torch.save zip; flowlite never unpickles)" \
+            if pickled else ""
         raise ValueError(f"flowlite.load: {name}: not a flowlite checkpoint (bad magic bytes "
                          f"{bytes(data[:len(MAGIC)])!r}){hint}")
     if size < _PREFIX.size:

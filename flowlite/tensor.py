@@ -246,12 +246,12 @@ class Tensor:
             from .ops import to_dtype
             new = to_dtype(new, self._node.dtype)
         e = self._edge
-        if e is not None and getattr(_state, "enabled", True):
+        if e is not None and _state.enabled:
             if isinstance(e, autograd.AccumulateGrad):
                 raise RuntimeError(f"{opname}: a leaf Variable that requires grad is being used "
                                    "in an in-place operation (wrap it in flowlite.no_grad())")
             self._edge = new._edge
-        elif e is None and new._edge is not None and getattr(_state, "enabled", True):
+        elif e is None and new._edge is not None and _state.enabled:
             self._edge = new._edge
         self._node = new._node
         if new._node.op is not _DATA:
@@ -340,7 +340,7 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
         shape, dtype = infer(prim, attrs, nodes)
     node = _Node(prim, nodes, attrs, shape, dtype, device)
     out = Tensor(node)
-    if not prim.nondiff and getattr(_state, "enabled", True):
+    if not prim.nondiff and _state.enabled:
         edges = tuple([t._edge for t in inputs])
         for e in edges:
             if e is not None:

@@ -95,8 +95,10 @@ def check_grad(fl_fn, jnp_fn, *arrays, wrt=None, rtol=1e-7, atol=1e-9, seed=0,
     """Values and gradients of `fl_fn` (flowlite) against `jnp_fn` (jax.numpy) in float64.
 
     `arrays` are numpy arrays; floating ones (or those listed in `wrt`) are differentiated.
-    `fl_fn` and `jnp_fn` may return one array or a tuple; each floating output gets its own
-    random cotangent and its own gradient comparison (so a failure names the output).
+    `fl_fn` and `jnp_fn` may return one array or a tuple.  The gradient compared is that of
+    sum_k <ct_k, out_k> with a random cotangent ct_k per floating output, so one flowlite
+    program (forward + backward, one sync) and one jitted jax program check every output; when
+    the gradients disagree, each output is re-checked alone so the failure names it.
     Requires x64 mode (the `x64` fixture).
     """
     assert jax.config.jax_enable_x64, "check_grad compares in float64: use the x64 fixture"
@@ -107,23 +109,11 @@ def check_grad(fl_fn, jnp_fn, *arrays, wrt=None, rtol=1e-7, atol=1e-9, seed=0,
     ts = [fl.from_numpy(a) for a in arrays]
     for i in wrt:
         ts[i].requires_grad_(True)
-    with fl.no_grad():
-        outs = _as_tuple(fl_fn(*ts))
+    outs = _as_tuple(fl_fn(*ts))
     g = np.random.default_rng(seed)
     cts = [g.standard_normal(tuple(o.shape)) if o.dtype.is_floating_point else None
            for o in outs]
-    fl_grads = []
-    for k, ct in enumerate(cts):
-        # a fresh forward per output, its tape freed by the backward (retain_graph=False):
-        # every output's gradient is its own lazy graph, all materialised by one sync below
-        o = _as_tuple(fl_fn(*ts))[k] if ct is not None else None
-        if o is None or not o.requires_grad:
-            fl_grads.append(None)
-            continue
-        gs = fl.grad(o, [ts[i] for i in wrt], grad_outputs=fl.from_numpy(ct.astype(o.dtype.np)),
-                     allow_unused=True)
-        fl_grads.append(gs)
-        del o
+    fl_grads = _fl_vjp(outs, cts, [ts[i] for i in wrt])
     fl.sync()  # one executable for every value and gradient above
 
     def f(*diff):
@@ -132,10 +122,15 @@ def check_grad(fl_fn, jnp_fn, *arrays, wrt=None, rtol=1e-7, atol=1e-9, seed=0,
             full[i] = d
         return _as_tuple(jnp_fn(*[jnp.asarray(a) for a in full]))
 
-    # the reference is jitted: one program for the values, one for the VJP (called per output)
+    def ref(diff, cts):
+        outs, vjp = jax.vjp(f, *diff)
+        full_cts = tuple(jnp.asarray(c, o.dtype) if c is not None else
+                         (jnp.zeros_like(o) if jnp.issubdtype(o.dtype, jnp.inexact) else
+                          np.zeros(o.shape, jax.dtypes.float0)) for c, o in zip(cts, outs))
+        return outs, vjp(full_cts)
+
     diff = tuple(jnp.asarray(arrays[i]) for i in wrt)
-    ref_outs = jax.jit(f)(*diff)
-    vjp_fn = jax.jit(lambda d, c: jax.vjp(f, *d)[1](c))
+    ref_outs, ref_grads = jax.jit(ref)(diff, cts)
     assert len(ref_outs) == len(outs), f"{len(outs)} flowlite outputs vs {len(ref_outs)} in jax"
     for k, (o, r) in enumerate(zip(outs, ref_outs)):
         r = np.asarray(r)
@@ -148,25 +143,44 @@ def check_grad(fl_fn, jnp_fn, *arrays, wrt=None, rtol=1e-7, atol=1e-9, seed=0,
             np.testing.assert_array_equal(v, r, err_msg=f"output {k}")
         else:
             np.testing.assert_allclose(v, r, rtol=rtol, atol=atol, err_msg=f"output {k} value")
-    for k, ct in enumerate(cts):
-        if ct is None:
-            continue
-        zero_cts = tuple(np.zeros(np.shape(r), np.asarray(r).dtype) if j != k
-                         else ct.astype(np.asarray(r).dtype) for j, r in enumerate(ref_outs))
-        # integer outputs need float0 cotangents in jax
-        zero_cts = tuple(z if np.asarray(r).dtype.kind == "f"
-                         else np.zeros(np.shape(r), jax.dtypes.float0)
-                         for z, r in zip(zero_cts, ref_outs))
-        ref_grads = vjp_fn(diff, zero_cts)
-        got = fl_grads[k]
-        for j, i in enumerate(wrt):
-            gref = np.asarray(ref_grads[j])
-            gv = np.zeros_like(arrays[i]) if got is None or got[j] is None else got[j].numpy()
-            assert gv.shape == arrays[i].shape, \
-                f"grad of output {k} wrt input {i}: shape {gv.shape} vs {arrays[i].shape}"
-            np.testing.assert_allclose(gv, gref, rtol=rtol, atol=atol,
-                                       err_msg=f"grad of output {k} wrt input {i}")
+    try:
+        _compare_grads(fl_grads, ref_grads, arrays, wrt, rtol, atol, "the sum over outputs")
+    except AssertionError:
+        if sum(c is not None for c in cts) < 2:
+            raise
+        for k, ct in enumerate(cts):   # name the culprit
+            if ct is None:
+                continue
+            only = [c if j == k else None for j, c in enumerate(cts)]
+            got = _fl_vjp(_as_tuple(fl_fn(*ts)), only, [ts[i] for i in wrt])
+            fl.sync()
+            _compare_grads(got, jax.jit(ref)(diff, only)[1], arrays, wrt, rtol, atol,
+                           f"output {k}")
+        raise
     return outs
+
+
+def _fl_vjp(outs, cts, inputs):
+    """flowlite gradient of sum_k <ct_k, out_k> w.r.t. inputs (None where unused)."""
+    loss = None
+    for o, ct in zip(outs, cts):
+        if ct is None or not o.requires_grad:
+            continue
+        term = (o * fl.from_numpy(ct.astype(o.dtype.np))).sum()
+        loss = term if loss is None else loss + term
+    if loss is None:
+        return [None] * len(inputs)
+    return fl.grad(loss, inputs, allow_unused=True)
+
+
+def _compare_grads(got, ref_grads, arrays, wrt, rtol, atol, what):
+    for j, i in enumerate(wrt):
+        gref = np.asarray(ref_grads[j])
+        gv = np.zeros_like(arrays[i]) if got[j] is None else got[j].numpy()
+        assert gv.shape == arrays[i].shape, \
+            f"grad of {what} wrt input {i}: shape {gv.shape} vs {arrays[i].shape}"
+        np.testing.assert_allclose(gv, gref, rtol=rtol, atol=atol,
+                                   err_msg=f"grad of {what} wrt input {i}")
 
 
 def check_fd(fl_fn, *arrays, wrt=None, eps=1e-6, rtol=1e-5, atol=1e-7, seed=1):
