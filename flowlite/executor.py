@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from . import autograd, ir, metrics
+from .device import default_device
 from .lowering import build_executable
 
 _pending: list = []          # weakrefs to tensors created since the last sync
@@ -112,7 +113,8 @@ def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
         return
     by_device = {}
     for n in roots:
-        by_device.setdefault(n.device, []).append(n)
+        # baked constants have no device of their own: they run on the default one
+        by_device.setdefault(n.device or default_device(), []).append(n)
     for device, rs in by_device.items():
         _run(rs, device, cause, owners)
 
