@@ -168,8 +168,13 @@ def _walk(roots):
     return slot, order, leaves, scalars, flat
 
 
-def _donatable(leaves, order, slot):
-    """Indices of leaves whose buffers nothing outside this graph can reach."""
+def _donatable(leaves, order, slot, roots):
+    """Indices of leaves whose buffers nothing outside this graph can reach (and that an
+    output of the same shape/dtype can reuse — XLA ignores any other donation)."""
+    avail = {}
+    for r in roots:
+        k = (r.shape, r.dtype)
+        avail[k] = avail.get(k, 0) + 1
     refs = {}
     for n in order:
         for i in n.inputs:
@@ -185,14 +190,17 @@ def _donatable(leaves, order, slot):
             v = leaf.value
             # the array itself: leaf.value, `v`, getrefcount's argument
             if isinstance(v, jax.Array) and _getrefcount(v) == 3 and not v.is_deleted():
-                donate.append(j)
+                k = (leaf.shape, leaf.dtype)
+                if avail.get(k, 0) > 0:
+                    avail[k] -= 1
+                    donate.append(j)
     return tuple(donate)
 
 
 def _run(roots, device, cause, owners=None):
     t0 = time.perf_counter()
     slot, order, leaves, scalars, flat = _walk(roots)
-    donate = _donatable(leaves, order, slot)
+    donate = _donatable(leaves, order, slot, roots)
     out_slots = tuple(slot[id(r)] for r in roots)
     key = (device, tuple(flat), out_slots, donate)
     exe = _cache.get(key)
