@@ -33,11 +33,21 @@ from .ops import (zeros, ones, full, empty, zeros_like, ones_like, full_like, em
 from .random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm, rand_like,
                      randn_like, get_rng_state, set_rng_state)
 from .autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
-from .executor import sync
+from . import executor as _executor
+
+
+def sync() -> None:
+    """Run all pending work now (one executable per device); returns once it is enqueued."""
+    from .metrics import user_site
+    _executor.sync(f"flowlite.sync() at {user_site(2)}")
+
+
 from .serialization import save, load
 from .control_flow import scan
 from .compile import compile
 from . import metrics
+from . import debug
+from .debug import strict, eager, detect_anomaly
 
 from_numpy = from_numpy
 

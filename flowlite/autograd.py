@@ -14,9 +14,11 @@ import threading
 import weakref
 
 from . import ir
+from .executor import exec_epoch as _exec_epoch
 
 class _GradState(threading.local):
     enabled = True   # class default: a plain attribute read on the hot path, per thread
+    in_backward = False
 
 
 _state = _GradState()
@@ -72,9 +74,10 @@ class AccumulateGrad:
 
 
 class GradFn:
-    __slots__ = ("prim", "attrs", "inputs", "edges", "out", "retain", "__weakref__")
+    __slots__ = ("prim", "attrs", "inputs", "edges", "out", "retain", "epoch", "__weakref__")
 
     def __init__(self, prim, attrs, inputs, edges, out):
+        self.epoch = _exec_epoch[0]
         self.prim = prim
         self.attrs = attrs
         self.inputs = inputs      # tuple of Nodes (None once freed)
@@ -152,6 +155,7 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
             raise RuntimeError("element 0 of tensors does not require grad and does not have a "
                                "grad_fn")
         root_edges.append((e, g))
+    _check_mid_step_syncs(root_edges)
     target_ids = None
     captured = {}
     if inputs is not None:
@@ -209,7 +213,9 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
         del order
 
     prev = is_grad_enabled()
+    prev_bw = _state.in_backward
     set_grad_enabled(create_graph)
+    _state.in_backward = True
     try:
         ready = []
         for e, g in root_edges:
@@ -257,6 +263,7 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
                     ready.append(p)
     finally:
         set_grad_enabled(prev)
+        _state.in_backward = prev_bw
     if inputs is not None:
         result = []
         for i, t in enumerate(inputs):
@@ -267,6 +274,18 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
             result.append(g)
         return result
     return None
+
+
+def _check_mid_step_syncs(root_edges):
+    """A sync between this forward pass and its backward means two executables per step."""
+    from .executor import _exec_causes
+    for e, _ in root_edges:
+        if isinstance(e, GradFn) and e.epoch < _exec_epoch[0]:
+            from . import debug
+            for k in range(e.epoch + 1, _exec_epoch[0] + 1):
+                c = _exec_causes.get(k)
+                if c is not None and not c.startswith("optimizer"):
+                    debug.on_mid_step_execution(c)
 
 
 def _call_vjp(fn: GradFn, g, Tensor, wrap):

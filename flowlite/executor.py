@@ -17,7 +17,7 @@ import weakref
 import jax
 import numpy as np
 
-from . import autograd, ir, metrics
+from . import autograd, debug, ir, metrics
 from .device import default_device
 from .lowering import build_executable
 
@@ -87,12 +87,19 @@ def live_pending_roots(owners=None) -> list:
             if id(n) not in seen:
                 seen.add(id(n))
                 roots.append(n)
-    for n in autograd.saved_pending_nodes():
+    saved = autograd.saved_pending_nodes()
+    for n in saved:
         if n.op is not _DATA and id(n) not in seen:
             seen.add(id(n))
             roots.append(n)
     _pending.clear()
     return roots
+
+
+# executions are numbered; GradFns remember the number at their creation, so backward()
+# can tell that a sync happened between a step's forward pass and its backward pass
+exec_epoch = [0]
+_exec_causes: dict = {}
 
 
 tracing_body = [0]   # >0 while a scan body is being traced on placeholders
@@ -212,6 +219,7 @@ def _run(roots, device, cause, owners=None):
         exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args)
         _cache[key] = exe
         metrics.note_compile(time.perf_counter() - tc, len(order), len(args), len(roots), cause)
+        debug.on_compile(cause, order, leaves, scalars, roots)
     else:
         exe.hits += 1
         metrics._C["cache_hits"] += 1
@@ -227,6 +235,9 @@ def _run(roots, device, cause, owners=None):
     for r, v in zip(roots, outs):
         r.materialize(v)
     metrics.note_execution(t0, t1, t2)
+    exec_epoch[0] += 1
+    _exec_causes[exec_epoch[0]] = cause
+    _exec_causes.pop(exec_epoch[0] - 64, None)
 
 
 def _pack_scalars(scalars):

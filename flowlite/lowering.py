@@ -11,8 +11,8 @@ import jax
 from jax.sharding import SingleDeviceSharding
 
 
-def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args):
-    from .executor import Executable
+def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args):
+    """jax `Lowered` for the program (StableHLO, before XLA's compile)."""
 
     leaf_slots = tuple(slot[id(n)] for n in leaves)
     dtypes = sorted({s.dtype for s in scalars}, key=lambda d: d.name)
@@ -43,5 +43,33 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
 
     sharding = SingleDeviceSharding(device.jax_device)
     jitted = jax.jit(run_program, donate_argnums=donate, out_shardings=sharding)
-    compiled = jitted.lower(*args).compile()
-    return Executable(compiled, len(out_slots), donate)
+    return jitted.lower(*args)
+
+
+def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args):
+    from .executor import Executable
+    compiled = lower_program(order, leaves, scalars, slot, out_slots, device, donate,
+                             args).compile()
+    exe = Executable(compiled, len(out_slots), donate)
+    exe.stats = _stats(compiled, len(args), len(out_slots), donate, args)
+    return exe
+
+
+def _stats(compiled, n_in, n_out, donate, args):
+    s = {"inputs": n_in, "outputs": n_out,
+         "donated_bytes": int(sum(getattr(args[j], "nbytes", 0) for j in donate))}
+    try:
+        m = compiled.memory_analysis()
+        s.update(argument_bytes=int(m.argument_size_in_bytes),
+                 output_bytes=int(m.output_size_in_bytes),
+                 temp_bytes=int(m.temp_size_in_bytes))
+    except Exception:  # not every backend reports memory statistics
+        pass
+    try:
+        c = compiled.cost_analysis()
+        c = c[0] if isinstance(c, (list, tuple)) else c
+        if c and "flops" in c:
+            s["flops"] = float(c["flops"])
+    except Exception:
+        pass
+    return s

@@ -27,6 +27,8 @@ def reset() -> None:
     _sync_causes.clear()
     _compile_log.clear()
     _last_end[0] = None
+    from . import debug
+    debug._reset()
 
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -86,6 +88,12 @@ def report() -> str:
         lines.append("  syncs by cause:")
         for cause, n in _sync_causes.most_common():
             lines.append(f"    {n:6d}  {cause}")
+    from . import debug
+    expl = debug.recompile_explanations()
+    if expl:
+        lines.append("  recompiles (what changed):")
+        for e in expl[-10:]:
+            lines.append(f"    {e}")
     if _compile_log:
         lines.append("  compiles:")
         for cause, nn, ni, no, s in _compile_log[-20:]:

@@ -433,8 +433,9 @@ def _axes(x, dim, op):
         axes = tuple(sorted({_norm_dim(d, nd, op) for d in dim}))
         if not axes and dim is not None:
             return tuple(range(nd)) if isinstance(dim, list) and not dim and False else axes
-        return axes
-    return (_norm_dim(dim, nd, op),)
+        return axes if nd else ()
+    ax = _norm_dim(dim, nd, op)
+    return (ax,) if nd else ()  # a 0-d tensor accepts dim 0 / -1 and reduces nothing
 
 
 def _reduced_shape(shape, axes, keepdim):
@@ -517,9 +518,13 @@ def min(x, dim=None, keepdim=False):  # noqa: A001
 
 def _arg(prim, x, dim, keepdim):
     if dim is None:
+        if keepdim:  # PyTorch: every dim kept, of size 1
+            return reshape(_arg(prim, x, None, False), (1,) * x.ndim)
         x = reshape(x, (-1,))
         dim = 0
-        keepdim = False
+    elif x.ndim == 0:
+        _norm_dim(dim, 0, prim.name)
+        return _arg(prim, x, None, False)
     ax = _norm_dim(dim, len(x._node.shape), prim.name)
     shape = _reduced_shape(x._node.shape, (ax,), keepdim)
     return apply(prim, (x,), (ax, keepdim), shape, D.canonical(D.int64))
@@ -589,11 +594,15 @@ def cumsum(x, dim, reverse=False, dtype=None):
     elif x.dtype.kind in "bi":
         x = to_dtype(x, D.int64)
     ax = _norm_dim(dim, len(x._node.shape), "cumsum")
+    if not x._node.shape:
+        return x
     return apply(P.cumsum, (x,), (ax, reverse), x._node.shape, x._node.dtype)
 
 
 def cumprod(x, dim):
     ax = _norm_dim(dim, len(x._node.shape), "cumprod")
+    if not x._node.shape:
+        return x
     return apply(P.cumprod, (x,), (ax,), x._node.shape, x._node.dtype)
 
 

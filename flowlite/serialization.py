@@ -31,7 +31,8 @@ stand for themselves; every other value is an object with exactly one key:
     {"$ndarray": {"dtype": ..., "shape": ..., "offset": ..., "nbytes": ...}}
     {"$dtype": "float32"}
 
-A tensor saved twice (the same object) is stored once and loads as one tensor.
+A tensor saved twice (the same object) is stored once and loads as one tensor:
+distinct tensors always have distinct offsets, so the offset identifies it.
 
 Writes are atomic: the file is written to a temporary file in the target's
 directory, flushed and fsync'ed, renamed over the target with `os.replace`, and
@@ -83,7 +84,8 @@ class _Writer:
         offset = -(-self.size // _ALIGN) * _ALIGN
         raw = arr.reshape(-1).view(np.uint8)
         self.arrays.append((offset, raw))
-        self.size = offset + raw.nbytes
+        # every array gets its own offset, even an empty one (offsets identify shared tensors)
+        self.size = offset + max(raw.nbytes, 1)
         return offset, raw.nbytes
 
     def encode(self, obj, where, depth=0):
@@ -180,6 +182,8 @@ def _write_stream(f, head, w):
             out(b"\0" * (offset - pos))
         out(memoryview(raw))
         pos = offset + raw.nbytes
+    if w.size > pos:
+        out(b"\0" * (w.size - pos))
     f.write(h.digest())
     f.write(END_MARKER)
 
@@ -285,7 +289,8 @@ class _Reader:
         if tag == "$float" and val in ("nan", "inf", "-inf"):
             return float(val)
         if tag == "$tensor":
-            key = val.get("offset") if isinstance(val, dict) else None
+            key = (val.get("offset"), val.get("dtype"), str(val.get("shape"))) \
+                if isinstance(val, dict) else None
             t = self.tensors.get(key)
             if t is None:
                 _, arr = self.array(val, "tensor")

@@ -6,6 +6,7 @@ GradFn when the tape is on, and registers the result as pending work.
 """
 from __future__ import annotations
 
+import os
 import weakref
 
 import jax
@@ -22,6 +23,11 @@ _register = executor.register_pending
 _GradFn = autograd.GradFn
 _register_fn = autograd.register
 _state = autograd._state
+# set by flowlite.debug (site tracking, eager, anomaly modes); the environment can switch
+# eager execution or source-line tracking on for a whole run
+_debug_on = [any(os.environ.get(v, "") not in ("", "0")
+                 for v in ("FLOWLITE_EAGER", "FLOWLITE_TRACK_SITES"))]
+_pending = executor._pending
 
 
 class Tensor:
@@ -35,6 +41,9 @@ class Tensor:
         op = node.op
         if op is not _DATA and op is not _SCALAR:
             _register(_ref(self))   # every handle on pending work is a candidate sync root
+            n = len(_pending)
+            if n == 1 or not n & 0x3FFF:
+                _graph_guard(n)
 
     # ---- metadata (never syncs) -------------------------------------------
     @property
@@ -171,7 +180,10 @@ class Tensor:
             return np.asarray(n.value, dtype=n.dtype.np)
         if n.op is not _DATA:
             from .metrics import user_site
-            executor.sync(f"{cause} at {user_site(3)}", extra_roots=(n,))
+            from . import debug
+            cause = f"{cause} at {user_site(3)}"
+            debug.check_implicit_sync(cause)
+            executor.sync(cause, extra_roots=(n,))
         return n.value
 
     def numpy(self):
@@ -257,6 +269,15 @@ class Tensor:
         if new._node.op is not _DATA:
             _register(_ref(self))
         return self
+
+
+def _graph_guard(n):
+    from . import debug
+    if n == 1:
+        from .metrics import user_site
+        debug.on_first_pending(user_site(3))
+    else:
+        debug.check_graph_size(n)
 
 
 class Size(tuple):
@@ -349,6 +370,9 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
                     out._edge = fn
                     _register_fn(fn)
                 break
+    if _debug_on[0]:
+        from . import debug
+        debug.on_new_node(node)
     return out
 
 

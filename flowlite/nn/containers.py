@@ -5,7 +5,7 @@ import collections
 import operator
 
 from ..tensor import Tensor
-from .module import Module, Parameter
+from .module import Module, Parameter, _addindent
 
 
 def _index(idx, n, what):
@@ -158,6 +158,23 @@ class ModuleList(Module):
         del self[index]
         return m
 
+    def __repr__(self):
+        # runs of identical children are shown once, as PyTorch does: "(0-5): 6 x Block(...)"
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        blocks = [[0, 0, reprs[0]]]
+        for i, r in enumerate(reprs[1:], 1):
+            if r == blocks[-1][2]:
+                blocks[-1][1] = i
+            else:
+                blocks.append([i, i, r])
+        lines = []
+        for start, end, r in blocks:
+            head = f"({start})" if start == end else f"({start}-{end}): {end - start + 1} x"
+            lines.append(_addindent(f"{head}: {r}" if start == end else f"{head} {r}", 2))
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ModuleList is a container and has no forward(); iterate over "
                                   "it in the parent's forward")
@@ -216,6 +233,12 @@ class ModuleDict(Module):
         raise NotImplementedError("ModuleDict is a container and has no forward()")
 
 
+def _params_repr(params):
+    return "\n".join(f"  ({k}): {'Parameter' if isinstance(p, Parameter) else 'Tensor'} "
+                     f"containing: [{p.dtype!r} of size {'x'.join(str(s) for s in p.shape)}]"
+                     for k, p in params.items() if p is not None)
+
+
 def _as_parameter(value):
     if isinstance(value, Parameter) or value is None:
         return value
@@ -260,9 +283,7 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self):
-        return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size "
-                         f"{'x'.join(str(s) for s in p.shape)}]"
-                         for k, p in self._parameters.items() if p is not None)
+        return _params_repr(self._parameters)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterList is a container and has no forward()")
@@ -321,9 +342,7 @@ class ParameterDict(Module):
             self[k] = v
 
     def extra_repr(self):
-        return "\n".join(f"({k}): Parameter containing: [{p.dtype.name} of size "
-                         f"{'x'.join(str(s) for s in p.shape)}]"
-                         for k, p in self._parameters.items() if p is not None)
+        return _params_repr(self._parameters)
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError("ParameterDict is a container and has no forward()")

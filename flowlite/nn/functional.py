@@ -532,8 +532,7 @@ def _adaptive_max(x, output_size, return_indices, nd, op):
     lead, spatial, out = _adaptive_sizes(x, output_size, nd, op)
     if builtins.all(n % o == 0 for n, o in zip(spatial, out)):
         k = tuple(n // o for n, o in zip(spatial, out))
-        return F._window_raw(x, ("max", (1,) * lead + k, (1,) * lead + k,
-                                 ((0, 0),) * x.ndim))
+        return _max_pool(x, k, k, 0, 1, False, False, nd, op)
     # general case: per dim, the max over each (possibly overlapping) bin
     y = x
     for i in range(nd):
@@ -847,24 +846,25 @@ def pad(input, pad, mode="constant", value=None):
 
 
 # ---- interpolation -----------------------------------------------------------------------------
-def _interp_scale(n_in, n_out, align_corners, scale):
+def _interp_scale(n_in, n_out, align_corners, scale, acc=np.float32):
     if align_corners:
-        return np.float32(n_in - 1) / np.float32(n_out - 1) if n_out > 1 else np.float32(0)
+        return acc(n_in - 1) / acc(n_out - 1) if n_out > 1 else acc(0)
     if scale is not None and scale > 0:
-        return np.float32(1.0 / scale)
-    return np.float32(n_in) / np.float32(n_out)
+        return acc(1.0 / scale)
+    return acc(n_in) / acc(n_out)
 
 
-def _linear_matrix(n_in, n_out, align_corners, scale):
-    """(n_in, n_out) matrix of PyTorch's linear-interpolation weights for one dimension."""
-    sc = np.float32(_interp_scale(n_in, n_out, align_corners, scale))
+def _linear_matrix(n_in, n_out, align_corners, scale, acc):
+    """(n_in, n_out) matrix of PyTorch's linear-interpolation weights for one dimension,
+    computed in PyTorch's accumulation precision `acc` (float64 for double inputs, else
+    float32)."""
+    sc = acc(_interp_scale(n_in, n_out, align_corners, scale, acc))
     m = np.zeros((n_in, n_out))
     for o in range(n_out):
         if align_corners:
-            src = sc * np.float32(o)
+            src = sc * acc(o)
         else:
-            src = builtins.max(sc * (np.float32(o) + np.float32(0.5)) - np.float32(0.5),
-                               np.float32(0))
+            src = builtins.max(sc * (acc(o) + acc(0.5)) - acc(0.5), acc(0))
         i0 = builtins.int(src)
         i1 = i0 + (1 if i0 < n_in - 1 else 0)
         l1 = builtins.float(src) - i0
@@ -926,9 +926,10 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if mode in linear_modes:
             if n_in == n_out and (sc is None or sc == 1.0):
                 continue
-            m = _const(("lin", n_in, n_out, align_corners, sc),
-                       lambda: _linear_matrix(n_in, n_out, align_corners, sc), input.dtype,
-                       input.device)
+            acc = np.float64 if input.dtype is D.float64 else np.float32
+            m = _const(("lin", n_in, n_out, align_corners, sc, acc),
+                       lambda: _linear_matrix(n_in, n_out, align_corners, sc, acc),
+                       input.dtype, input.device)
             y = _apply_along(y, dim, m)
         else:
             exact = mode == "nearest-exact"
@@ -1000,7 +1001,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
 def _repeat_heads(x, r):
     shp = x._node.shape
-    z = F.broadcast_to(F.unsqueeze(x, -2), shp[:-2] + (r,) + shp[-2:])
+    z = F.broadcast_to(F.unsqueeze(x, -3), shp[:-2] + (r,) + shp[-2:])
     return F.reshape(z, shp[:-3] + (shp[-3] * r,) + shp[-2:])
 
 

@@ -36,7 +36,7 @@ class Parameter(Tensor):
             from ..ops import empty
             data = empty(0)
         elif not isinstance(data, Tensor):
-            data = from_numpy(np.asarray(data))
+            data = from_numpy(np.array(data))   # a private copy (see load_state_dict)
         super().__init__(data._node)
         if requires_grad:
             self.requires_grad_(True)
@@ -542,8 +542,9 @@ class Module:
                     errors.append(f'While copying the parameter named "{key}": unsupported '
                                   f"dtype {arr.dtype}")
                     continue
-                want = target.dtype.np
-                src = from_numpy(arr.astype(want, copy=False), device=target.device)
+                # always a private copy: on CPU the device buffer may alias the host array,
+                # which the caller (e.g. a live PyTorch tensor's .numpy()) could still mutate
+                src = from_numpy(np.array(arr, dtype=target.dtype.np), device=target.device)
             elif src.device is not target.device:
                 src = Tensor(src.to(target.device)._node)
             if src.dtype is not target.dtype and not assign:

@@ -217,7 +217,8 @@ class Optimizer:
             for gi in range(len(self.param_groups)):
                 self._record_group(gi)
         self._step_count += 1
-        executor.sync("optimizer.step()")
+        from ..metrics import user_site
+        executor.sync(f"optimizer.step() at {user_site(2)}")
         return loss
 
     def _record_group(self, gi):

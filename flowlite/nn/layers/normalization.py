@@ -21,7 +21,7 @@ class _BatchNorm(Module):
     _expected_dims: tuple = ()
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = True,
-                 track_running_stats: bool = True, device=None, dtype=None):
+                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True):
         super().__init__()
         self.num_features = num_features
         self.eps = eps
@@ -30,7 +30,10 @@ class _BatchNorm(Module):
         self.track_running_stats = track_running_stats
         if affine:
             self.weight = new_param((num_features,), dtype, device)
-            self.bias = new_param((num_features,), dtype, device)
+            if bias:
+                self.bias = new_param((num_features,), dtype, device)
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -57,7 +60,8 @@ class _BatchNorm(Module):
         self.reset_running_stats()
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def _check_input_dim(self, input):
         if input.ndim not in self._expected_dims:
@@ -72,7 +76,8 @@ class _BatchNorm(Module):
             with no_grad():
                 self.num_batches_tracked.add_(1)
             if self.momentum is None:   # cumulative moving average, computed on device
-                factor = 1.0 / self.num_batches_tracked
+                factor = 1.0 / F.to_dtype(self.num_batches_tracked,
+                                          self.running_mean.dtype)
         use_batch_stats = self.training or (self.running_mean is None and
                                             self.running_var is None)
         update = not self.training or self.track_running_stats
@@ -82,7 +87,8 @@ class _BatchNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, " \
-               f"affine={self.affine}, track_running_stats={self.track_running_stats}"
+               f"affine={self.affine}, bias={self.bias is not None}, " \
+               f"track_running_stats={self.track_running_stats}"
 
 
 class BatchNorm1d(_BatchNorm):
@@ -136,14 +142,14 @@ class LayerNorm(Module):
 
     def extra_repr(self) -> str:
         return f"{self.normalized_shape}, eps={self.eps}, " \
-               f"elementwise_affine={self.elementwise_affine}"
+               f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}"
 
 
 class GroupNorm(Module):
     """Normalise over groups of channels of (N, C, *); per-channel affine."""
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5,
-                 affine: bool = True, device=None, dtype=None):
+                 affine: bool = True, device=None, dtype=None, *, bias: bool = True):
         super().__init__()
         if num_channels % num_groups:
             raise ValueError("num_channels must be divisible by num_groups")
@@ -153,7 +159,10 @@ class GroupNorm(Module):
         self.affine = affine
         if affine:
             self.weight = new_param((num_channels,), dtype, device)
-            self.bias = new_param((num_channels,), dtype, device)
+            if bias:
+                self.bias = new_param((num_channels,), dtype, device)
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -162,13 +171,15 @@ class GroupNorm(Module):
     def reset_parameters(self) -> None:
         if self.affine:
             init.ones_(self.weight)
-            init.zeros_(self.bias)
+            if self.bias is not None:
+                init.zeros_(self.bias)
 
     def forward(self, input):
         return Fn.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, " \
+               f"bias={self.bias is not None}"
 
 
 class RMSNorm(Module):

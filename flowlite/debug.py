@@ -1,0 +1,333 @@
+"""Making laziness visible: recompile explanations, sync hygiene, eager and anomaly modes,
+graph and HLO inspection.
+
+Everything here is off the hot path unless switched on: the tracer checks one flag per op.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+
+import numpy as np
+
+from . import executor, ir, metrics
+
+# ---- switches read by the tracer (lists so the hot path reads a cell, not a global) ----------
+flags = {"track_sites": os.environ.get("FLOWLITE_TRACK_SITES", "") not in ("", "0"),
+         "eager": os.environ.get("FLOWLITE_EAGER", "") not in ("", "0"),
+         "anomaly": False, "strict": 0}
+RECOMPILE_WARN_AFTER = [3]      # warn once a site has recompiled more than N times
+GRAPH_SIZE_WARN = [200_000]     # pending tensors without a sync before the guard warns
+
+
+def set_recompile_warning_threshold(n: int) -> None:
+    RECOMPILE_WARN_AFTER[0] = int(n)
+
+
+def set_graph_size_threshold(n: int) -> None:
+    GRAPH_SIZE_WARN[0] = int(n)
+
+
+def track_sites(on: bool = True) -> None:
+    """Record the user's source line for every op (costs ~1 µs per op)."""
+    flags["track_sites"] = bool(on)
+    _sync_tracer_flags()
+
+
+def _sync_tracer_flags():
+    from .tensor import _debug_on
+    _debug_on[0] = bool(flags["track_sites"] or flags["eager"] or flags["anomaly"])
+
+
+# ---- recompile explanations --------------------------------------------------------------------
+_site_graphs: dict = {}        # site -> list of graph summaries compiled there (most recent last)
+_site_recompiles: dict = {}
+_explanations: list = []
+_warned_sites: set = set()
+
+
+def _site_of(cause: str) -> str:
+    return cause
+
+
+def _summary(order, leaves, scalars, roots):
+    inputs = [("input", tuple(n.shape), n.dtype.name, n.site) for n in leaves]
+    nodes = [(n.op.name, _short(n.attrs), _shape(n.shape), _dname(n.dtype), n.site)
+             for n in order]
+    outs = [(_shape(r.shape), _dname(r.dtype)) for r in roots]
+    return {"inputs": inputs, "nodes": nodes, "scalars": [s.dtype.name for s in scalars],
+            "outputs": outs}
+
+
+def _shape(s):
+    return tuple(s) if s and isinstance(s[0], int) or s == () else tuple(map(tuple, s))
+
+
+def _dname(d):
+    return d.name if hasattr(d, "name") else tuple(x.name for x in d)
+
+
+def _short(attrs):
+    r = repr(attrs)
+    return r if len(r) <= 80 else r[:77] + "..."
+
+
+def _diff(old, new, limit=6):
+    out = []
+    oi, ni = old["inputs"], new["inputs"]
+    for j, (a, b) in enumerate(zip(oi, ni)):
+        if a[1] != b[1] or a[2] != b[2]:
+            what = []
+            if a[1] != b[1]:
+                what.append(f"shape {a[1]} -> {b[1]}")
+            if a[2] != b[2]:
+                what.append(f"dtype {a[2]} -> {b[2]}")
+            site = f" (created at {b[3]})" if b[3] else ""
+            out.append(f"input {j}{site}: " + ", ".join(what))
+    if len(oi) != len(ni):
+        out.append(f"number of inputs {len(oi)} -> {len(ni)}")
+    on, nn = old["nodes"], new["nodes"]
+    for k, (a, b) in enumerate(zip(on, nn)):
+        if a[:4] == b[:4]:
+            continue
+        site = f" (created at {b[4]})" if b[4] else ""
+        if a[0] != b[0]:
+            out.append(f"op {k}: '{a[0]}' -> '{b[0]}'{site}")
+        elif a[1] != b[1]:
+            kind = "constant" if a[0] == "full" else "attributes"
+            out.append(f"op {k} '{b[0]}': {kind} {a[1]} -> {b[1]}{site}")
+        elif a[3] != b[3]:
+            out.append(f"op {k} '{b[0]}': dtype {a[3]} -> {b[3]}{site}")
+        else:
+            out.append(f"op {k} '{b[0]}': shape {a[2]} -> {b[2]}{site}")
+        if len(out) >= limit:
+            break
+    if len(on) != len(nn):
+        out.append(f"graph size {len(on)} -> {len(nn)} ops")
+    if old["scalars"] != new["scalars"]:
+        out.append(f"host scalars (data) {len(old['scalars'])} -> {len(new['scalars'])}")
+    if old["outputs"] != new["outputs"] and not out:
+        out.append(f"outputs {len(old['outputs'])} -> {len(new['outputs'])}")
+    return out or ["same structure; a donation pattern or device placement differs"]
+
+
+def _distance(a, b):
+    d = abs(len(a["nodes"]) - len(b["nodes"])) + abs(len(a["inputs"]) - len(b["inputs"]))
+    d += sum(1 for x, y in zip(a["nodes"], b["nodes"]) if x[:4] != y[:4])
+    d += sum(1 for x, y in zip(a["inputs"], b["inputs"]) if x[1:3] != y[1:3])
+    return d
+
+
+def on_compile(cause, order, leaves, scalars, roots):
+    """Called by the executor on every cache miss."""
+    site = _site_of(cause)
+    summary = _summary(order, leaves, scalars, roots)
+    history = _site_graphs.setdefault(site, [])
+    if history:
+        nearest = min(history, key=lambda h: _distance(h, summary))
+        changes = _diff(nearest, summary)
+        n = _site_recompiles[site] = _site_recompiles.get(site, 0) + 1
+        text = f"recompile #{n} at {site}: " + "; ".join(changes)
+        _explanations.append(text)
+        del _explanations[:-50]
+        if not flags["track_sites"]:
+            # from now on record source lines, so the next explanation can name them
+            track_sites(True)
+        if n > RECOMPILE_WARN_AFTER[0] and site not in _warned_sites:
+            _warned_sites.add(site)
+            warnings.warn(f"flowlite: {site} has recompiled {n} times. Last change: "
+                          + "; ".join(changes) + ". Keep shapes/dtypes fixed (pad or drop the "
+                          "last batch) and pass changing values as tensors.", stacklevel=4)
+    history.append(summary)
+    del history[:-8]
+
+
+def recompile_explanations() -> list:
+    return list(_explanations)
+
+
+def _reset():
+    _site_graphs.clear()
+    _site_recompiles.clear()
+    _explanations.clear()
+    _warned_sites.clear()
+    _warned_lines.clear()
+
+
+# ---- sync hygiene ---------------------------------------------------------------------------
+_warned_lines: set = set()
+
+
+def on_mid_step_execution(cause: str) -> None:
+    """An execution while the tape still holds the forward pass: the training step will run
+    (at least) two executables.  Warn once per line."""
+    if cause in _warned_lines:
+        return
+    _warned_lines.add(cause)
+    warnings.warn(f"flowlite: a sync by {cause} happened between the forward pass and "
+                  "backward(), so this training step runs more than one executable. Read values "
+                  "after opt.step() instead (the step's sync materialises every live tensor, so "
+                  "`loss.item()` after the step is free), or collect them and read them later.",
+                  stacklevel=5)
+
+
+class strict(contextlib.ContextDecorator):
+    """Inside `with flowlite.strict():` any implicit sync (a host read of a pending value)
+    raises, naming the line; explicit `flowlite.sync()` and optimizer steps are allowed."""
+
+    def __enter__(self):
+        flags["strict"] += 1
+        return self
+
+    def __exit__(self, *exc):
+        flags["strict"] -= 1
+        return False
+
+
+def check_implicit_sync(cause: str) -> None:
+    if flags["strict"]:
+        raise RuntimeError(f"flowlite.strict(): implicit sync by {cause}. Move the read after "
+                           "the step's sync (opt.step() / flowlite.sync()) or out of the "
+                           "strict block.")
+
+
+_graph_start = [None]
+_graph_warned = [False]
+
+
+def on_first_pending(site: str) -> None:
+    _graph_start[0] = site
+    _graph_warned[0] = False
+
+
+def check_graph_size(n_pending: int) -> None:
+    if n_pending >= GRAPH_SIZE_WARN[0] and not _graph_warned[0]:
+        _graph_warned[0] = True
+        warnings.warn(f"flowlite: {n_pending} tensors recorded without a sync; the graph "
+                      f"started at {_graph_start[0]}. A missing barrier (opt.step(), "
+                      "flowlite.sync()) makes the graph grow without bound.", stacklevel=4)
+
+
+# ---- eager and anomaly modes -------------------------------------------------------------------
+@contextlib.contextmanager
+def eager(on: bool = True):
+    """Execute every op as it is recorded (per-op cached executables): same results,
+    values visible in a debugger.  Also `FLOWLITE_EAGER=1`."""
+    prev = flags["eager"]
+    flags["eager"] = on
+    _sync_tracer_flags()
+    try:
+        yield
+    finally:
+        flags["eager"] = prev
+        _sync_tracer_flags()
+
+
+@contextlib.contextmanager
+def detect_anomaly():
+    """Run op by op and raise at the first op (forward or backward) that produced a NaN/Inf,
+    naming it and the user's line that created it."""
+    prev = (flags["anomaly"], flags["track_sites"])
+    flags["anomaly"] = True
+    flags["track_sites"] = True
+    _sync_tracer_flags()
+    try:
+        yield
+    finally:
+        flags["anomaly"], flags["track_sites"] = prev
+        _sync_tracer_flags()
+
+
+def on_new_node(node) -> None:
+    """Tracer hook (only when a debug flag is on)."""
+    if flags["track_sites"] and node.site is None:
+        node.site = metrics.user_site(3)
+    if (flags["eager"] or flags["anomaly"]) and not executor.tracing_body[0]:
+        executor.sync(f"eager op '{node.op.name}'", extra_roots=(node,))
+        if flags["anomaly"] and node.op is ir.DATA and node.dtype.is_floating_point:
+            v = np.asarray(node.value)
+            if not np.isfinite(v.astype(np.float32) if v.dtype.itemsize < 4 else v).all():
+                from .autograd import _state
+                phase = "backward" if getattr(_state, "in_backward", False) else "forward"
+                raise FloatingPointError(
+                    f"detect_anomaly: op '{node.op.name}' ({phase}) produced a non-finite "
+                    f"value (shape {tuple(node.shape)}, dtype {node.dtype.name}) at "
+                    f"{node.site or 'unknown site'}")
+
+
+# ---- inspection ---------------------------------------------------------------------------------
+def _pending_graph(tensors):
+    from .tensor import Tensor
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    roots = [t._node for t in tensors if t._node.op is not ir.DATA]
+    return roots, executor._walk(roots) if roots else ({}, [], [], [], [])
+
+
+def graph(tensors, format: str = "text") -> str:  # noqa: A002
+    """The pending IR behind `tensors` as text (default) or Graphviz DOT."""
+    roots, (slot, order, leaves, scalars, _) = _pending_graph(tensors)
+    if format not in ("text", "dot"):
+        raise ValueError("graph: format must be 'text' or 'dot'")
+    names = {}
+    for n in leaves:
+        names[id(n)] = f"in{len(names)}"
+    for n in scalars:
+        names[id(n)] = f"s{len(names)}"
+    for n in order:
+        names[id(n)] = f"%{len(names)}"
+    out_ids = {id(r) for r in roots}
+    if format == "text":
+        lines = [f"{names[id(n)]} = input {tuple(n.shape)} {n.dtype.name}"
+                 + (f"  # {n.site}" if n.site else "") for n in leaves]
+        lines += [f"{names[id(n)]} = scalar {n.dtype.name} (data)" for n in scalars]
+        for n in order:
+            args = ", ".join(names[id(i)] for i in n.inputs)
+            attrs = "" if not n.attrs else f" {_short(n.attrs)}"
+            mark = "  -> output" if id(n) in out_ids else ""
+            site = f"  # {n.site}" if n.site else ""
+            lines.append(f"{names[id(n)]} = {n.op.name}({args}){attrs} : "
+                         f"{_shape(n.shape)} {_dname(n.dtype)}{mark}{site}")
+        return "\n".join(lines)
+    lines = ["digraph flowlite {", "  rankdir=TB; node [shape=box, fontsize=10];"]
+    for n in list(leaves) + list(scalars) + list(order):
+        label = (n.op.name if n.op is not ir.DATA else "input") + f"\\n{_shape(n.shape)}"
+        style = ", style=filled, fillcolor=lightblue" if id(n) in out_ids else ""
+        lines.append(f'  "{names[id(n)]}" [label="{label}"{style}];')
+        for i in n.inputs:
+            lines.append(f'  "{names[id(i)]}" -> "{names[id(n)]}";')
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def hlo(tensors, dialect: str = "stablehlo") -> str:
+    """The lowered program for the pending graph behind `tensors`: 'stablehlo' (before XLA
+    optimisation) or 'hlo' (the optimised, compiled module)."""
+    from .device import default_device
+    from .lowering import lower_program
+    roots, (slot, order, leaves, scalars, _) = _pending_graph(tensors)
+    if not roots:
+        raise ValueError("hlo: nothing pending (the tensors are already materialised)")
+    args = [n.value for n in leaves]
+    if scalars:
+        args.append(executor._pack_scalars(scalars))
+    device = roots[0].device or default_device()
+    lowered = lower_program(order, leaves, scalars, slot, tuple(slot[id(r)] for r in roots),
+                            device, (), args)
+    if dialect == "stablehlo":
+        return lowered.as_text()
+    if dialect == "hlo":
+        return lowered.compile().as_text()
+    raise ValueError("hlo: dialect must be 'stablehlo' or 'hlo'")
+
+
+def executables() -> list:
+    """Statistics of every cached executable: inputs, outputs, donated/argument/output/
+    temporary bytes, flops estimate, hits."""
+    out = []
+    for exe in executor._cache.values():
+        s = dict(exe.stats or {})
+        s["hits"] = exe.hits
+        out.append(s)
+    return out
