@@ -284,7 +284,7 @@ def _check_mid_step_syncs(root_edges):
             from . import debug
             for k in range(e.epoch + 1, _exec_epoch[0] + 1):
                 c = _exec_causes.get(k)
-                if c is not None and not c.startswith("optimizer"):
+                if c is not None and not c.startswith(("optimizer", "eager")):
                     debug.on_mid_step_execution(c)
 
 

@@ -88,19 +88,38 @@ def _diff(old, new, limit=6):
     if len(oi) != len(ni):
         out.append(f"number of inputs {len(oi)} -> {len(ni)}")
     on, nn = old["nodes"], new["nodes"]
-    for k, (a, b) in enumerate(zip(on, nn)):
-        if a[:4] == b[:4]:
-            continue
-        site = f" (created at {b[4]})" if b[4] else ""
-        if a[0] != b[0]:
-            out.append(f"op {k}: '{a[0]}' -> '{b[0]}'{site}")
-        elif a[1] != b[1]:
-            kind = "constant" if a[0] == "full" else "attributes"
-            out.append(f"op {k} '{b[0]}': {kind} {a[1]} -> {b[1]}{site}")
-        elif a[3] != b[3]:
-            out.append(f"op {k} '{b[0]}': dtype {a[3]} -> {b[3]}{site}")
+    import difflib
+    # align on op names, then report what differs inside aligned ops (shape/dtype/attrs)
+    sm = difflib.SequenceMatcher(a=[x[0] for x in on], b=[x[0] for x in nn], autojunk=False)
+    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+        if tag == "equal":
+            if all(a[:4] == b[:4] for a, b in zip(on[i1:i2], nn[j1:j2])):
+                continue
+            tag = "replace"
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            for a, b, k in zip(on[i1:i2], nn[j1:j2], range(j1, j2)):
+                if a[:4] == b[:4]:
+                    continue
+                site = f" (created at {b[4]})" if b[4] else ""
+                if a[0] != b[0]:
+                    out.append(f"op {k}: '{a[0]}' -> '{b[0]}'{site}")
+                elif a[1] != b[1]:
+                    kind = "constant" if a[0] == "full" else "attributes"
+                    out.append(f"op {k} '{b[0]}': {kind} {a[1]} -> {b[1]}{site}")
+                elif a[3] != b[3]:
+                    out.append(f"op {k} '{b[0]}': dtype {a[3]} -> {b[3]}{site}")
+                else:
+                    out.append(f"op {k} '{b[0]}': shape {a[2]} -> {b[2]}{site}")
+                if len(out) >= limit:
+                    break
         else:
-            out.append(f"op {k} '{b[0]}': shape {a[2]} -> {b[2]}{site}")
+            removed = ", ".join(f"'{x[0]}'" for x in on[i1:i2][:4])
+            added = ", ".join(f"'{x[0]}'" + (f" (created at {x[4]})" if x[4] else "")
+                              for x in nn[j1:j2][:4])
+            if removed:
+                out.append(f"ops removed: {removed}" + (" ..." if i2 - i1 > 4 else ""))
+            if added:
+                out.append(f"ops added: {added}" + (" ..." if j2 - j1 > 4 else ""))
         if len(out) >= limit:
             break
     if len(on) != len(nn):
@@ -119,10 +138,12 @@ def _distance(a, b):
     return d
 
 
-def on_compile(cause, order, leaves, scalars, roots):
+def on_compile(cause, order, leaves, scalars, roots, exe=None):
     """Called by the executor on every cache miss."""
     site = _site_of(cause)
     summary = _summary(order, leaves, scalars, roots)
+    if exe is not None:
+        exe.summary = summary
     history = _site_graphs.setdefault(site, [])
     if history:
         nearest = min(history, key=lambda h: _distance(h, summary))
@@ -141,6 +162,19 @@ def on_compile(cause, order, leaves, scalars, roots):
                           "last batch) and pass changing values as tensors.", stacklevel=4)
     history.append(summary)
     del history[:-8]
+
+
+def on_run(cause, exe) -> None:
+    """Every execution: remember which programs ran at which site (for later diffs)."""
+    h = _site_graphs.get(cause)
+    summ = exe.summary
+    if summ is None:
+        return
+    if h is None:
+        _site_graphs[cause] = [summ]
+    elif h[-1] is not summ and summ not in h:
+        h.append(summ)
+        del h[:-8]
 
 
 def recompile_explanations() -> list:
@@ -244,14 +278,15 @@ def on_new_node(node) -> None:
     if flags["track_sites"] and node.site is None:
         node.site = metrics.user_site(3)
     if (flags["eager"] or flags["anomaly"]) and not executor.tracing_body[0]:
-        executor.sync(f"eager op '{node.op.name}'", extra_roots=(node,))
+        opname = node.op.name
+        executor.sync(f"eager op '{opname}'", extra_roots=(node,))
         if flags["anomaly"] and node.op is ir.DATA and node.dtype.is_floating_point:
             v = np.asarray(node.value)
             if not np.isfinite(v.astype(np.float32) if v.dtype.itemsize < 4 else v).all():
                 from .autograd import _state
                 phase = "backward" if getattr(_state, "in_backward", False) else "forward"
                 raise FloatingPointError(
-                    f"detect_anomaly: op '{node.op.name}' ({phase}) produced a non-finite "
+                    f"detect_anomaly: op '{opname}' ({phase}) produced a non-finite "
                     f"value (shape {tuple(node.shape)}, dtype {node.dtype.name}) at "
                     f"{node.site or 'unknown site'}")
 

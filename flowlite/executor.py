@@ -31,9 +31,10 @@ register_pending = _pending.append
 
 
 class Executable:
-    __slots__ = ("fn", "n_outputs", "donate", "hits", "stats")
+    __slots__ = ("fn", "n_outputs", "donate", "hits", "stats", "summary")
 
     def __init__(self, fn, n_outputs, donate):
+        self.summary = None
         self.fn = fn
         self.n_outputs = n_outputs
         self.donate = donate
@@ -219,10 +220,11 @@ def _run(roots, device, cause, owners=None):
         exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args)
         _cache[key] = exe
         metrics.note_compile(time.perf_counter() - tc, len(order), len(args), len(roots), cause)
-        debug.on_compile(cause, order, leaves, scalars, roots)
+        debug.on_compile(cause, order, leaves, scalars, roots, exe)
     else:
         exe.hits += 1
         metrics._C["cache_hits"] += 1
+        debug.on_run(cause, exe)
     if observers:
         for ob in observers:
             ob(exe, leaves, scalars, roots, owners, donate)

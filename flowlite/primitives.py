@@ -334,15 +334,25 @@ def _take_along_vjp(a, i, o, g):
 take_along = prim("gather", lambda a, x, idx: x[_along(idx, a[0])], _take_along_vjp)
 
 
+def _src_grad(g, idx, src, axis):
+    """Cotangent of a scatter's src: gathered at idx, zero beyond idx's extent (PyTorch lets
+    src be larger than the index and uses only its leading block)."""
+    gs = F._take_along_prim(g, idx, axis)
+    if tuple(idx.shape) != tuple(src.shape):
+        hi = tuple(s - n for s, n in zip(src.shape, idx.shape))
+        gs = F._pad_prim(gs, (0,) * len(hi), hi, (0,) * len(hi), 0)
+    return gs
+
+
 def _scatter_add_vjp(a, i, o, g):
     x, idx, src = i
-    return g, None, F._take_along_prim(g, idx, a[0])
+    return g, None, _src_grad(g, idx, src, a[0])
 
 
 def _scatter_vjp(a, i, o, g):
     x, idx, src = i
     gx = F._scatter_prim(g, idx, F.zeros_like(src), a[0])
-    return gx, None, F._take_along_prim(g, idx, a[0])
+    return gx, None, _src_grad(g, idx, src, a[0])
 
 
 scatter_add = prim("scatter_add",

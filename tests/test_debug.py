@@ -1,0 +1,187 @@
+"""flowlite.debug: recompile explanations, sync hygiene, strict/eager/anomaly modes, graph and
+HLO inspection, executable statistics, the graph-size guard."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import flowlite as fl
+
+
+@pytest.fixture(autouse=True)
+def _fresh_metrics():
+    fl.metrics.reset()
+    yield
+    fl.debug.track_sites(False)
+
+
+def _step(x, w, scale=1.0, branch=False):
+    y = x @ w
+    if branch:
+        y = fl.tanh(y)
+    return (y * scale).sum()
+
+
+def _explanations():
+    return "\n".join(fl.debug.recompile_explanations())
+
+
+def _data(*shape, dtype=np.float32):
+    return fl.from_numpy(np.ones(shape, dtype))
+
+
+def test_explains_changed_batch_size():
+    w = _data(4, 3)
+    for b in (8, 8, 5):
+        _step(_data(b, 4), w).item()
+    e = _explanations()
+    assert "recompile #1" in e and "shape (8, 4) -> (5, 4)" in e
+    assert "test_debug.py" in e           # the site of the sync
+
+
+def test_explains_changed_dtype():
+    for dt in (np.float32, np.float16):
+        _step(_data(2, 4, dtype=dt), _data(4, 3, dtype=dt)).item()
+    assert "float32 -> float16" in _explanations()
+
+
+def test_explains_a_python_float_that_changes_the_program():
+    x = _data(3)
+    for s in (0.5, 0.75, 0.8):         # 0.5 is a baked constant; other floats travel as data
+        (x * s).sum().item()
+    e = _explanations()
+    assert fl.metrics.counters()["compiles"] == 2      # 0.75 and 0.8 share one program
+    assert "op" in e and ("'full' -> " in e or "-> 'full'" in e or "constant" in e
+                          or "host scalars" in e)
+
+
+def test_explains_a_changed_model_branch_with_its_source_line():
+    w = _data(4, 3)
+    x = _data(2, 4)
+    for branch in (False, True, False, True):   # the first recompile switches line tracking on
+        _step(x, w, branch=branch).item()
+    e = _explanations()
+    assert "'tanh'" in e
+    assert "test_debug.py:" in e.split("recompile #1")[1]
+
+
+def test_warns_after_n_recompiles_at_one_site():
+    fl.debug.set_recompile_warning_threshold(2)
+    try:
+        with pytest.warns(UserWarning, match="has recompiled 3 times"):
+            for n in range(1, 5):
+                fl.ones(n).sum().item()
+    finally:
+        fl.debug.set_recompile_warning_threshold(3)
+    assert "recompiles (what changed)" in fl.metrics.report()
+
+
+def test_strict_raises_on_implicit_sync_naming_the_line():
+    x = fl.randn(3)
+    y = x * 2
+    with fl.strict():
+        fl.sync()                          # explicit: allowed
+        z = y + 1
+        with pytest.raises(RuntimeError, match=r"implicit sync by \.item\(\) at test_debug\.py"):
+            z.sum().item()
+    assert np.isfinite(z.sum().item())
+
+
+def test_mid_step_sync_warns_once_per_line():
+    w = fl.randn(3, requires_grad=True)
+    for i in range(3):
+        loss = (w * w).sum()
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            loss.item()
+            loss.backward()
+        msgs = [str(r.message) for r in rec if "between the forward pass" in str(r.message)]
+        assert len(msgs) == (1 if i == 0 else 0)
+        w.grad = None
+
+
+def test_eager_mode_matches_lazy_results():
+    fl.manual_seed(3)
+    a = fl.randn(4, 4)
+    b = fl.randn(4)
+    fl.sync()
+    lazy = (fl.tanh(a @ b) * 2 + a.sum(0)).numpy()
+    before = fl.metrics.counters()["executions"]
+    with fl.eager():
+        y = fl.tanh(a @ b)
+        assert not y.is_pending           # executed as recorded
+        eager = (y * 2 + a.sum(0)).numpy()
+    assert fl.metrics.counters()["executions"] - before >= 4
+    np.testing.assert_allclose(eager, lazy, rtol=1e-6)
+
+
+def test_eager_environment_variable_runs_a_training_loop(tmp_path):
+    code = (
+        "import flowlite as fl\n"
+        "w = fl.zeros(3, requires_grad=True)\n"
+        "x = fl.tensor([1.0, 2.0, 3.0])\n"
+        "for _ in range(3):\n"
+        "    loss = ((x * w).sum() - 1.0) ** 2\n"
+        "    assert not loss.is_pending\n"
+        "    loss.backward()\n"
+        "    with fl.no_grad():\n"
+        "        w -= 0.05 * w.grad\n"
+        "    w.grad = None\n"
+        "print('LOSS', loss.item())\n")
+    env = dict(os.environ, FLOWLITE_EAGER="1")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert float(r.stdout.split("LOSS")[1]) < 1.0
+
+
+def test_detect_anomaly_names_the_first_nonfinite_op_forward_and_backward():
+    x = fl.tensor([1.0, 0.0, 2.0], requires_grad=True)
+    with fl.detect_anomaly():
+        with pytest.raises(FloatingPointError, match=r"'log' \(forward\).*test_debug\.py"):
+            fl.log(x - 1.0).sum()
+    with fl.detect_anomaly():
+        y = fl.sqrt(x).sum()             # finite forward; d/dx sqrt at 0 is inf
+        with pytest.raises(FloatingPointError, match=r"\(backward\)"):
+            y.backward()
+
+
+def test_graph_text_dot_and_hlo():
+    x = fl.randn(2, 3)
+    y = fl.relu(x @ x.T).sum()
+    text = fl.debug.graph(y)
+    assert "matmul" in text and "relu" in text and "-> output" in text
+    dot = fl.debug.graph(y, format="dot")
+    assert dot.startswith("digraph") and "->" in dot
+    assert "stablehlo" in fl.debug.hlo(y) or "func.func" in fl.debug.hlo(y)
+    assert "HloModule" in fl.debug.hlo(y, dialect="hlo")
+    y.item()
+    with pytest.raises(ValueError, match="nothing pending"):
+        fl.debug.hlo(y)
+
+
+def test_executable_statistics():
+    x = fl.randn(64, 64)
+    (x @ x).sum().item()
+    stats = fl.debug.executables()[-1]
+    for k in ("inputs", "outputs", "donated_bytes", "hits"):
+        assert k in stats
+    assert stats.get("flops", 1) > 0
+
+
+def test_graph_size_guard_warns_with_the_start_line():
+    fl.debug.set_graph_size_threshold(1000)
+    try:
+        x = fl.zeros(2)
+        with pytest.warns(UserWarning, match=r"recorded without a sync; the graph started at "
+                                             r"test_debug\.py"):
+            for _ in range(20000):
+                x = x + 1.0
+    finally:
+        fl.debug.set_graph_size_threshold(200_000)
+    fl.executor._pending.clear()
