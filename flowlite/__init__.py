@@ -47,6 +47,7 @@ from .control_flow import scan
 from .compile import compile
 from . import metrics
 from . import debug
+from . import distributed
 from .debug import strict, eager, detect_anomaly
 
 from_numpy = from_numpy

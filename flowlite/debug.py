@@ -357,6 +357,14 @@ def hlo(tensors, dialect: str = "stablehlo") -> str:
     raise ValueError("hlo: dialect must be 'stablehlo' or 'hlo'")
 
 
+def executable_text(index: int = -1) -> str:
+    """Optimised HLO text of a cached executable (default: the most recently compiled)."""
+    exes = list(executor._cache.values())
+    if not exes:
+        raise ValueError("executable_text: nothing has been compiled yet")
+    return exes[index].fn.as_text()
+
+
 def executables() -> list:
     """Statistics of every cached executable: inputs, outputs, donated/argument/output/
     temporary bytes, flops estimate, hits."""

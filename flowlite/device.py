@@ -8,12 +8,13 @@ _cache: dict = {}
 
 
 class Device:
-    __slots__ = ("type", "index", "jax_device", "__weakref__")
+    __slots__ = ("type", "index", "jax_device", "mesh", "__weakref__")
 
     def __init__(self, type_: str, index: int, jax_device):
         self.type = type_
         self.index = index
-        self.jax_device = jax_device
+        self.jax_device = jax_device   # a jax Device, or a replicated sharding for a mesh
+        self.mesh = None               # flowlite.distributed.Mesh for mesh devices
 
     def __repr__(self):
         return f"device(type='{self.type}', index={self.index})"
@@ -63,7 +64,7 @@ _default = []
 
 def default_device() -> Device:
     if not _default:
-        _default.append(_from_jax(jax.devices()[0]))
+        _default.append(_from_jax(jax.local_devices()[0]))
     return _default[0]
 
 

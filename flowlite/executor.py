@@ -211,6 +211,8 @@ def _run(roots, device, cause, owners=None):
     donate = _donatable(leaves, order, slot, roots)
     out_slots = tuple(slot[id(r)] for r in roots)
     key = (device, tuple(flat), out_slots, donate)
+    if device.type == "mesh":   # the sharding of every input is part of the key
+        key += tuple(leaf.value.sharding for leaf in leaves)
     exe = _cache.get(key)
     args = [leaf.value for leaf in leaves]
     if scalars:
@@ -236,6 +238,8 @@ def _run(roots, device, cause, owners=None):
     del args
     for r, v in zip(roots, outs):
         r.materialize(v)
+        if r.device is None:
+            r.device = device
     metrics.note_execution(t0, t1, t2)
     exec_epoch[0] += 1
     _exec_causes[exec_epoch[0]] = cause

@@ -41,8 +41,13 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args)
             env[out] = v
         return tuple(env[s] for s in out_slots)
 
-    sharding = SingleDeviceSharding(device.jax_device)
-    jitted = jax.jit(run_program, donate_argnums=donate, out_shardings=sharding)
+    if getattr(device, "mesh", None) is not None:
+        # GSPMD: input shardings come from the arguments; XLA propagates them to the
+        # outputs and inserts the collectives
+        jitted = jax.jit(run_program, donate_argnums=donate)
+    else:
+        jitted = jax.jit(run_program, donate_argnums=donate,
+                         out_shardings=SingleDeviceSharding(device.jax_device))
     return jitted.lower(*args)
 
 

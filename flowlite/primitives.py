@@ -12,6 +12,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from . import ops as F  # VJPs call back into the front-end (resolved at call time)
@@ -443,10 +444,12 @@ conv_weight_grad = prim(
 
 def _window(a, x):
     kind, dims, strides, padding = a
+    # numpy (concrete) init values: under a trace jnp.asarray would be a tracer, and jax only
+    # recognises a concrete identity as its differentiable/transposable max/sum window monoid
     if kind == "max":
-        init = -jnp.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-        return lax.reduce_window(x, jnp.asarray(init, x.dtype), lax.max, dims, strides, padding)
-    return lax.reduce_window(x, jnp.asarray(0, x.dtype), lax.add, dims, strides, padding)
+        init = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+        return lax.reduce_window(x, np.asarray(init, x.dtype), lax.max, dims, strides, padding)
+    return lax.reduce_window(x, np.asarray(0, x.dtype), lax.add, dims, strides, padding)
 
 
 def _window_vjp(a, i, o, g):

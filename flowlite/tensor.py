@@ -382,6 +382,12 @@ def _wrap_node(node, edge):
 
 # ---- creation from host data -------------------------------------------------------
 def _to_device(arr, device):
+    mesh = getattr(device, "mesh", None)
+    if mesh is not None:
+        # host data bound for a mesh is a batch: split its leading dim over "data"
+        if jax.process_count() > 1:
+            return jax.make_array_from_process_local_data(mesh.batch_sharding(arr.shape), arr)
+        return jax.device_put(arr, mesh.batch_sharding(arr.shape))
     return jax.device_put(arr, device.jax_device)
 
 
@@ -402,7 +408,12 @@ def from_jax(arr, device=None) -> Tensor:
         arr = jax.device_put(arr, dev.jax_device)
     else:
         from .device import _from_jax
-        dev = _from_jax(next(iter(arr.devices())))
+        devs = arr.devices()
+        if len(devs) > 1:
+            from .distributed import device_for_sharding
+            dev = device_for_sharding(arr.sharding)
+        else:
+            dev = _from_jax(next(iter(devs)))
     return Tensor(ir.data_node(arr, tuple(arr.shape), d, dev))
 
 

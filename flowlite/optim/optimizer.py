@@ -21,7 +21,7 @@ from .. import executor
 from .. import primitives as P
 from ..autograd import no_grad
 from ..ir import Prim
-from ..ir import scalar_node
+from ..ir import DATA, scalar_node
 from ..ops import to_dtype
 from ..tensor import Tensor, apply, from_jax
 
@@ -162,14 +162,15 @@ class Optimizer:
     def _init_values(self, gi, key):
         group = self.param_groups[gi]
         dev = group["params"][0].device if group["params"] else None
-        with jax.default_device(dev.jax_device if dev else None):
+        with jax.default_device(dev.jax_device if dev and dev.type != "mesh" else None):
             return _TX[key].init([jnp.zeros(tuple(p.shape), p.dtype.np)
                                   for p in group["params"]])
 
     def _init_state(self, gi):
         key, _ = self._tx_for(gi)
         leaves, treedef = jax.tree_util.tree_flatten(self._init_values(gi, key))
-        self._opt_state.append([from_jax(v) for v in leaves])
+        params = self.param_groups[gi]["params"]
+        self._opt_state.append([from_jax(_place_like(v, params)) for v in leaves])
         self._treedefs.append(treedef)
         self._keys.append(key)
 
@@ -192,7 +193,8 @@ class Optimizer:
                 for a, b in zip(leaves, old))
             if not same:
                 fresh, treedef = jax.tree_util.tree_flatten(self._init_values(gi, key))
-                self._opt_state[gi] = [from_jax(v) for v in fresh]
+                self._opt_state[gi] = [from_jax(_place_like(v, self.param_groups[gi]["params"]))
+                                       for v in fresh]
                 self._treedefs[gi] = treedef
             self._keys[gi] = key
         return key, hyper
@@ -339,6 +341,19 @@ class Optimizer:
                 with no_grad():
                     t._rebind(to_dtype(v.to(t.device), t.dtype), "load_state_dict")
         self._step_count = int(sd.get("step", 0))
+
+
+def _place_like(v, params):
+    """Optimizer state lives where its parameter lives (same device, same sharding)."""
+    from ..distributed import put
+    for p in params:
+        if tuple(p.shape) == tuple(v.shape) and p._node.op is DATA:
+            return put(v, p._node.value.sharding)
+    if params:
+        dev = params[0].device
+        mesh = getattr(dev, "mesh", None)
+        return put(v, mesh.replicated if mesh is not None else dev.jax_device)
+    return v
 
 
 def _as_float(v):

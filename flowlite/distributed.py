@@ -1,0 +1,186 @@
+"""Scale out on JAX's runtime: device meshes, shardings, data parallelism.
+
+flowlite doesn't implement collectives.  A step is one XLA executable, so
+scaling it is a matter of giving its inputs shardings: XLA's GSPMD partitioner
+splits the computation and inserts the all-reduces.  A `Mesh` acts as one
+flowlite *device*: tensors placed on it (replicated, or split along a mesh
+axis) mix freely in ops, and the sharding of every input is part of the graph
+key.
+
+    mesh = fl.distributed.Mesh(("data",))            # all local devices
+    fl.distributed.data_parallel(model, mesh)         # replicate parameters/buffers
+    opt = optim.AdamW(model.parameters())             # state follows the parameters
+    loader = DataLoader(ds, batch_size=64, device=mesh.device)   # batches split on "data"
+"""
+from __future__ import annotations
+
+import os
+
+import jax
+import numpy as np
+from jax.sharding import NamedSharding, PartitionSpec as P
+
+from .device import Device
+from .tensor import Tensor, from_jax
+
+_meshes: dict = {}
+
+
+class Mesh:
+    """A named grid of devices, e.g. Mesh(("data",)) or Mesh(("data", "model"), (4, 2))."""
+
+    def __init__(self, axis_names=("data",), shape=None, devices=None):
+        devs = list(devices) if devices is not None else jax.devices()
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        axis_names = tuple(axis_names)
+        if shape is None:
+            if len(axis_names) != 1:
+                raise ValueError(f"Mesh: give a shape for {len(axis_names)} axes")
+            shape = (len(devs),)
+        shape = tuple(int(s) for s in shape)
+        if int(np.prod(shape)) != len(devs):
+            raise ValueError(f"Mesh: shape {shape} needs {int(np.prod(shape))} devices, "
+                             f"{len(devs)} available")
+        self.axis_names = axis_names
+        self.shape = dict(zip(axis_names, shape))
+        self.jax_mesh = jax.sharding.Mesh(np.array(devs, dtype=object).reshape(shape),
+                                          axis_names)
+        self.replicated = NamedSharding(self.jax_mesh, P())
+        self.device = Device("mesh", len(_meshes), self.replicated)
+        self.device.mesh = self
+        _meshes[id(self.jax_mesh)] = self
+
+    def __repr__(self):
+        return f"Mesh({self.shape})"
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(list(self.shape.values())))
+
+    def sharding(self, *spec) -> NamedSharding:
+        return NamedSharding(self.jax_mesh, P(*spec))
+
+    def batch_sharding(self, shape) -> NamedSharding:
+        """Split the leading dim over the 'data' axis when it divides evenly."""
+        n = self.shape.get("data", 1)
+        if shape and n > 1 and shape[0] % n == 0:
+            return NamedSharding(self.jax_mesh, P("data"))
+        return self.replicated
+
+
+def mesh_of(device):
+    return getattr(device, "mesh", None)
+
+
+def device_for_sharding(sharding):
+    """The flowlite device of an array placed with `sharding` (a mesh device or None)."""
+    if isinstance(sharding, NamedSharding):
+        m = _meshes.get(id(sharding.mesh))
+        if m is None:
+            for cand in _meshes.values():
+                if cand.jax_mesh == sharding.mesh:
+                    m = cand
+                    break
+        if m is None:
+            m = Mesh(sharding.mesh.axis_names, sharding.mesh.devices.shape,
+                     list(sharding.mesh.devices.flat))
+        return m.device
+    return None
+
+
+def place(t: Tensor, mesh: Mesh, *spec) -> Tensor:
+    """A copy of `t` on `mesh` with PartitionSpec(*spec) (no spec: replicated)."""
+    return _put(t, mesh.sharding(*spec) if spec else mesh.replicated, mesh)
+
+
+def replicate(t: Tensor, mesh: Mesh) -> Tensor:
+    return _put(t, mesh.replicated, mesh)
+
+
+def shard_batch(t: Tensor, mesh: Mesh) -> Tensor:
+    return _put(t, mesh.batch_sharding(tuple(t.shape)), mesh)
+
+
+def put(arr, sharding):
+    """device_put that also works across processes (each holds the same host value)."""
+    if jax.process_count() > 1 and not getattr(sharding, "is_fully_addressable", True):
+        host = np.asarray(arr)
+        return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
+    return jax.device_put(arr, sharding)
+
+
+def _put(t, sharding, mesh):
+    arr = t._value("distributed placement") if t.is_pending else t._node.value
+    out = Tensor(_data_node(put(arr, sharding), t, mesh))
+    if t.requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def _data_node(arr, like, mesh):
+    from . import ir
+    return ir.data_node(arr, tuple(like.shape), like.dtype, mesh.device)
+
+
+def _rebind_to(t: Tensor, sharding, mesh) -> None:
+    """Move a parameter/buffer onto the mesh in place (it stays the same Python object)."""
+    arr = t._value("distributed placement") if t.is_pending else t._node.value
+    t._node = _data_node(put(arr, sharding), t, mesh)
+
+
+def data_parallel(model, mesh: Mesh | None = None, zero: bool = False) -> Mesh:
+    """Replicate `model`'s parameters and buffers over `mesh` (default: all devices on a
+    ("data",) mesh).  With `zero=True` parameters whose leading dim divides the data axis
+    are sharded across it instead (ZeRO-style); optimizer state follows its parameter.
+    Feed batches on `mesh.device` (DataLoader(device=mesh.device) splits them)."""
+    mesh = mesh or Mesh(("data",))
+    from .executor import sync
+    sync("data_parallel placement")
+    for t in list(model.parameters()) + list(model.buffers()):
+        sh = mesh.batch_sharding(tuple(t.shape)) if zero else mesh.replicated
+        _rebind_to(t, sh, mesh)
+    return mesh
+
+
+def initialize(coordinator_address: str | None = None, num_processes: int | None = None,
+               process_id: int | None = None, local_device_ids=None) -> None:
+    """Multi-host set-up: wraps `jax.distributed.initialize`.  Arguments default to the
+    usual environment variables (FLOWLITE_COORDINATOR / JAX_COORDINATOR_ADDRESS,
+    FLOWLITE_NUM_PROCESSES / WORLD_SIZE, FLOWLITE_PROCESS_ID / RANK), or to what JAX
+    auto-detects on TPU pods and SLURM."""
+    env = os.environ
+    coordinator_address = coordinator_address or env.get("FLOWLITE_COORDINATOR") or \
+        env.get("JAX_COORDINATOR_ADDRESS") or (
+            f"{env['MASTER_ADDR']}:{env.get('MASTER_PORT', '12355')}" if "MASTER_ADDR" in env
+            else None)
+    if num_processes is None:
+        v = env.get("FLOWLITE_NUM_PROCESSES") or env.get("WORLD_SIZE")
+        num_processes = int(v) if v else None
+    if process_id is None:
+        v = env.get("FLOWLITE_PROCESS_ID") or env.get("RANK")
+        process_id = int(v) if v else None
+    try:   # CPU processes exchange collectives through gloo
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    except Exception:
+        pass
+    jax.distributed.initialize(coordinator_address=coordinator_address,
+                               num_processes=num_processes, process_id=process_id,
+                               local_device_ids=local_device_ids)
+
+
+def process_index() -> int:
+    return jax.process_index()
+
+
+def process_count() -> int:
+    return jax.process_count()
+
+
+def global_batch(local: np.ndarray, mesh: Mesh) -> Tensor:
+    """Assemble a global batch from each process's local shard (multi-host data loading)."""
+    local = np.asarray(local)
+    sh = mesh.sharding("data") if local.ndim else mesh.replicated
+    arr = jax.make_array_from_process_local_data(sh, local)
+    t = from_jax(arr)
+    return t
