@@ -82,7 +82,7 @@ def live_pending_roots(owners=None) -> list:
         if t is None:
             continue
         n = t._node
-        if n.op is not _DATA and n.op is not _SCALAR:
+        if n.op is not _DATA and n.op is not _SCALAR and n.device is not None:
             if owners is not None:
                 owners.setdefault(id(n), []).append(t)
             if id(n) not in seen:
@@ -90,7 +90,8 @@ def live_pending_roots(owners=None) -> list:
                 roots.append(n)
     saved = autograd.saved_pending_nodes()
     for n in saved:
-        if n.op is not _DATA and id(n) not in seen:
+        # device-less nodes are shared baked constants: recomputed, never materialised
+        if n.op is not _DATA and n.device is not None and id(n) not in seen:
             seen.add(id(n))
             roots.append(n)
     _pending.clear()
@@ -114,7 +115,8 @@ def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
     owners = {} if observers else None
     roots = live_pending_roots(owners)
     for n in extra_roots:
-        if n.op is not _DATA and n.op is not _SCALAR and n not in roots:
+        if n.op is not _DATA and n.op is not _SCALAR and n.device is not None and \
+                n not in roots:
             roots.append(n)
     metrics.note_sync(cause)
     if not roots:

@@ -26,6 +26,19 @@ _Node = ir.Node
 _SCALAR = ir.SCALAR
 _promote = D.promote
 _scalar_result = D.scalar_result
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
+
+
+def _promote_nodes(nx, ny):
+    """PyTorch's tensor-tensor promotion: a 0-d tensor only decides the result dtype when its
+    category (bool < integer < floating) is higher than the dimensioned operand's."""
+    dx, dy = nx.dtype, ny.dtype
+    if dx is dy:
+        return dx
+    if bool(nx.shape) != bool(ny.shape):
+        dim, zero = (dx, dy) if nx.shape else (dy, dx)
+        return zero if _CATEGORY[zero.kind] > _CATEGORY[dim.kind] else dim
+    return _promote(dx, dy)
 
 # ---- scalars -------------------------------------------------------------------------------
 # A few constants are baked into graphs (XLA simplifies x*1, x+0, x*2 ...); every other Python
@@ -111,7 +124,7 @@ def _binary(prim, x, y, result="promote"):
         ny = y._node
         dt = nx.dtype
         if ny.dtype is not dt:
-            dt = _promote(dt, ny.dtype)
+            dt = _promote_nodes(nx, ny)
     elif isinstance(y, _scalar_types):
         dt = _scalar_result(nx.dtype, y)
         y = _scalar(y, dt)
@@ -200,6 +213,10 @@ def atan2(x, y):
 
 
 def pow(x, y):  # noqa: A001 - PyTorch name
+    if isinstance(x, Tensor) and isinstance(y, (int, np.integer)) and not isinstance(y, bool) \
+            and y < 0 and x.dtype.kind in "biu":
+        raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                         f"({x.dtype} tensor of shape {tuple(x.shape)} ** {y})")
     if isinstance(x, Tensor) and isinstance(y, (int, np.integer)) and not isinstance(y, bool) \
             and -16 <= y <= 16:
         y = builtins.int(y)
@@ -403,7 +420,7 @@ def where(cond, x=None, y=None):
         cond = to_dtype(cond, D.bool_)
     xt, yt = isinstance(x, Tensor), isinstance(y, Tensor)
     if xt and yt:
-        dt = _promote(x.dtype, y.dtype)
+        dt = _promote_nodes(x._node, y._node)
     elif xt:
         dt = _scalar_result(x.dtype, y) if isinstance(y, _scalar_types) else x.dtype
     elif yt:
@@ -448,7 +465,7 @@ def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001
     axes = _axes(x, dim, "sum")
     if dtype is not None:
         x = to_dtype(x, dtype)
-    elif x.dtype.kind in "bi" and x.dtype is not D.canonical(D.int64):
+    elif x.dtype.kind in "biu" and x.dtype is not D.canonical(D.int64):
         x = to_dtype(x, D.int64)
     shape = _reduced_shape(x._node.shape, axes, keepdim)
     return apply(P.reduce_sum, (x,), (axes, keepdim), shape, x._node.dtype)
@@ -541,7 +558,7 @@ def argmin(x, dim=None, keepdim=False):
 def prod(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = to_dtype(x, dtype)
-    elif x.dtype.kind in "bi":
+    elif x.dtype.kind in "biu":
         x = to_dtype(x, D.int64)
     axes = _axes(x, dim, "prod")
     return apply(P.reduce_prod, (x,), (axes, keepdim),
@@ -591,7 +608,7 @@ def logsumexp(x, dim, keepdim=False):
 def cumsum(x, dim, reverse=False, dtype=None):
     if dtype is not None:
         x = to_dtype(x, dtype)
-    elif x.dtype.kind in "bi":
+    elif x.dtype.kind in "biu":
         x = to_dtype(x, D.int64)
     ax = _norm_dim(dim, len(x._node.shape), "cumsum")
     if not x._node.shape:
@@ -904,6 +921,8 @@ def split(x, split_size_or_sections, dim=0):
 
 
 def chunk(x, chunks, dim=0):
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
     n = x._node.shape[_norm_dim(dim, x.ndim, "chunk")]
     k = -(-n // chunks)
     return split(x, builtins.max(k, 1), dim)
@@ -1202,7 +1221,9 @@ def index_add(x, dim, index, source, alpha=1):
 
 def masked_fill(x, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
-        raise TypeError("masked_fill: expected a bool mask tensor")
+        got = f"{mask.dtype} tensor of shape {tuple(mask.shape)}" if isinstance(mask, Tensor) \
+            else type(mask).__name__
+        raise TypeError(f"masked_fill: expected a bool mask tensor, got a {got}")
     broadcast_shapes(x._node.shape, mask._node.shape, op="masked_fill")
     if isinstance(value, Tensor):
         value = to_dtype(value, x.dtype)
@@ -1256,8 +1277,12 @@ def matmul(a, b):
     if squeeze_b:
         b = reshape(b, (kb, 1))
         sb = (kb, 1)
-    batch = broadcast_shapes(sa[:-2], sb[:-2], op="matmul") if len(sa) > 2 or len(sb) > 2 \
-        else ()
+    try:
+        batch = broadcast_shapes(sa[:-2], sb[:-2], op="matmul") if len(sa) > 2 or \
+            len(sb) > 2 else ()
+    except ValueError:
+        raise ValueError(f"matmul: batch dimensions of shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)} cannot be broadcast together") from None
     shape = batch + (sa[-2], sb[-1])
     out = apply(P.matmul, (a, b), (), shape, dt)
     if squeeze_a or squeeze_b:
@@ -1280,7 +1305,8 @@ mm = matmul
 
 def dot(a, b):
     if a.ndim != 1 or b.ndim != 1:
-        raise ValueError("dot: 1D tensors expected")
+        raise ValueError(f"dot: 1D tensors expected, but got shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
     return matmul(a, b)
 
 

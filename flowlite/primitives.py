@@ -444,12 +444,11 @@ conv_weight_grad = prim(
 
 def _window(a, x):
     kind, dims, strides, padding = a
-    # numpy (concrete) init values: under a trace jnp.asarray would be a tracer, and jax only
-    # recognises a concrete identity as its differentiable/transposable max/sum window monoid
+    # numpy init values keep these the monoid reductions jax can differentiate/transpose
     if kind == "max":
         init = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-        return lax.reduce_window(x, np.asarray(init, x.dtype), lax.max, dims, strides, padding)
-    return lax.reduce_window(x, np.asarray(0, x.dtype), lax.add, dims, strides, padding)
+        return lax.reduce_window(x, np.array(init, x.dtype), lax.max, dims, strides, padding)
+    return lax.reduce_window(x, np.array(0, x.dtype), lax.add, dims, strides, padding)
 
 
 def _window_vjp(a, i, o, g):
@@ -502,10 +501,17 @@ log_softmax = prim("log_softmax", lambda a, x: jax.nn.log_softmax(x, axis=a[0]),
 
 # ---- creation and randomness (no inputs except an RNG key) ------------------------------------
 full = nondiff("full", lambda a, *s: jnp.full(a[0], a[1], a[2].np))
-iota = nondiff("arange", lambda a: (a[0] + a[2] * jnp.arange(a[3], dtype=jnp.float64
-                                                           if a[4].kind == "f" else None)
-                                    ).astype(a[4].np) if a[4].kind == "f"
-               else jnp.arange(a[0], a[1], a[2], dtype=a[4].np))
+def _iota(a):
+    start, end, step, n, d = a
+    if d.kind == "f":
+        # start + i * step in the widest float available (asking for float64 with x64 off
+        # would warn at every compile), then cast
+        wide = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+        return (start + step * jnp.arange(n, dtype=wide)).astype(d.np)
+    return jnp.arange(start, end, step, dtype=d.np)
+
+
+iota = nondiff("arange", _iota)
 linspace = nondiff("linspace", lambda a: jnp.linspace(a[0], a[1], a[2], dtype=a[3].np))
 eye = nondiff("eye", lambda a: jnp.eye(a[0], a[1], dtype=a[2].np))
 
