@@ -1,8 +1,7 @@
 """Core bugs found while building flowlite.nn: minimal reproductions.
 
-Each is marked xfail(strict=True): the suite stays green while the bug exists, and the fix
-turns the test into an XPASS failure — remove the marker then (and, for the window
-primitive, flowlite.nn.functional picks the primitive path again automatically).
+These were core bugs found while building flowlite.nn (now fixed); they stay as regression
+tests. (flowlite.nn.functional uses the window primitives when they differentiate.)
 """
 import numpy as np
 import pytest
@@ -11,9 +10,6 @@ import flowlite as fl
 from flowlite import ops
 
 
-@pytest.mark.xfail(strict=True, reason="primitives._max_window_grad_lower: jax.vjp of the "
-                   "generic lax.reduce_window (init passed as an array) cannot be linearized "
-                   "under jit")
 def test_reduce_window_max_gradient_lowers():
     x = fl.tensor(np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4), requires_grad=True)
     y = ops._window_raw(x, ("max", (1, 1, 2, 2), (1, 1, 2, 2), ((0, 0),) * 4))
