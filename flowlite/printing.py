@@ -12,7 +12,7 @@ def _default_dtypes():
 
 def tensor_repr(t) -> str:
     arr = np.asarray(t._value("repr()"))
-    if arr.dtype.kind == "f" and arr.dtype.itemsize < 4:
+    if t.dtype.is_floating_point and arr.dtype.itemsize < 4:   # float16, bfloat16
         arr = arr.astype(np.float32)
     if arr.dtype.kind == "f":
         finite = arr[np.isfinite(arr)]

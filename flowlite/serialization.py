@@ -196,8 +196,10 @@ def save(obj, path) -> None:
         _write_stream(path, head, w)
         return
     path = os.fspath(path)
-    target = os.path.abspath(path)
+    target = os.path.realpath(path)        # write through a symlink, like open(path, "wb")
     directory = os.path.dirname(target)
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"flowlite.save: {path}: directory {directory} does not exist")
     tmp = os.path.join(directory,
                        f".{os.path.basename(target)}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)

@@ -117,6 +117,9 @@ class LRScheduler:
         self.__dict__.update(state_dict)
 
 
+_LRScheduler = LRScheduler   # PyTorch's old name, kept for code that subclasses it
+
+
 class _LambdaState:
     """state_dict/load_state_dict for schedulers holding user functions: functions are
     not saved; callable objects save their `__dict__` (as PyTorch does)."""
