@@ -215,8 +215,8 @@ class CompiledFunction:
         plan.exe = exe
         plan.sources = sources
         plan.scalar_dtypes = [s.dtype for s in scalars]
-        plan.scalar_src = [("hp",) + s.site[1:] if s.site is not None else ("v", s.value)
-                           for s in scalars]
+        plan.scalar_src = [("hp",) + s.site[1:] + (_opt_key(s.site),) if s.site is not None
+                           else ("v", s.value) for s in scalars]
         plan.root_targets = root_targets
         plan.grad_targets = grad_targets
         plan.ret_tree = ret_tree
@@ -280,7 +280,11 @@ class CompiledFunction:
             for v, s in zip(vals, plan.scalar_src):
                 if s[0] == "hp":
                     opt, gi, name = v
-                    v = opt.current_hparam(gi, name)
+                    key, hyper = opt._tx_for(gi)
+                    if key != s[4]:      # an option changed the update's structure: retrace
+                        return _FALLBACK
+                    v = float(hyper[name].item() if isinstance(hyper[name], Tensor)
+                              else hyper[name])
                 scalars.append(v)
             args.append(_pack(plan, scalars))
         del nodes
@@ -340,6 +344,11 @@ def _pack(plan, scalars):
     for s, v in zip(plan.scalar_dtypes, scalars):
         by.setdefault(s, []).append(v)
     return tuple(np.asarray(v, dtype=d.np) for d, v in sorted(by.items(), key=lambda kv: kv[0].name))
+
+
+def _opt_key(site):
+    opt = site[1]()
+    return opt._tx_for(site[2])[0] if opt is not None else None
 
 
 def _dtype_of(v):
