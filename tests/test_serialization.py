@@ -1,0 +1,332 @@
+"""flowlite.save / flowlite.load: round trips, the documented format, corrupt files, atomicity."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import os
+import pathlib
+import pickle
+import random
+import signal
+import struct
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import flowlite as fl
+from flowlite import serialization as ser
+
+
+def _bits(a):
+    a = np.asarray(a)
+    return a.view(np.uint16) if a.dtype.itemsize == 2 and a.dtype.kind not in "iu" else a
+
+
+def assert_tensor_equal(t, want, dtype):
+    assert isinstance(t, fl.Tensor)
+    assert t.dtype is dtype
+    assert tuple(t.shape) == np.shape(want)
+    np.testing.assert_array_equal(_bits(t.numpy()), _bits(np.asarray(want, dtype=dtype.np)))
+
+
+ALL_DTYPES = [fl.float32, fl.float16, fl.bfloat16, fl.int8, fl.int16, fl.int32, fl.uint8,
+              fl.uint32, fl.bool]
+
+
+def _sample(dtype, shape, seed):
+    r = np.random.default_rng(seed)
+    if dtype is fl.bool:
+        return r.random(shape) > 0.5
+    if dtype.is_floating_point:
+        return (r.standard_normal(shape) * 3).astype(dtype.np)
+    info = np.iinfo(dtype.np)
+    return r.integers(info.min, info.max, size=shape, endpoint=True, dtype=dtype.np)
+
+
+def test_round_trip_nested_state(tmp_path):
+    arrays = {d.name: _sample(d, (3, 4), i) for i, d in enumerate(ALL_DTYPES)}
+    zero_d = {d.name: _sample(d, (), i) for i, d in enumerate(ALL_DTYPES)}
+    w = fl.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), requires_grad=True)
+    obj = {
+        "model": {k: fl.tensor(v, dtype=fl.dtypes.from_any(k)) for k, v in arrays.items()},
+        "scalars": {k: fl.tensor(v, dtype=fl.dtypes.from_any(k)) for k, v in zero_d.items()},
+        "empty": fl.zeros(0, 3),
+        "pending": w.detach() * 2,              # a lazy value is materialised by save
+        "w": w,
+        "optimizer": {"state": {0: {"leaf0": w}, 1: {}},          # int keys, shared tensor
+                      "param_groups": [{"lr": 1e-3, "betas": (0.9, 0.999), "eps": 1e-8,
+                                        "amsgrad": False, "params": [0, 1], "name": None}]},
+        "numbers": [0, -1, 2 ** 62, 1.0, -0.0, 1e-300, float("inf"), float("-inf")],
+        "nan": float("nan"),
+        "strings": ("", "ünïcødé ✓", "$tuple", '{"$dict": []}'),
+        (1, "a"): "tuple key", 2.5: "float key", None: "none key", True: "bool key",
+        "nested": [[[], ()], {"": {"x": (1, (2, [3]))}}],
+        "numpy": np.arange(5, dtype=np.int16),
+        "dtype": fl.bfloat16,
+        "np_scalar": np.float32(1.5),
+    }
+    fl.save(obj, tmp_path / "a.fl")
+    got = fl.load(tmp_path / "a.fl")
+    assert list(got) == list(obj)
+    for k, v in arrays.items():
+        assert_tensor_equal(got["model"][k], v, fl.dtypes.from_any(k))
+        assert_tensor_equal(got["scalars"][k], zero_d[k], fl.dtypes.from_any(k))
+    assert tuple(got["empty"].shape) == (0, 3)
+    np.testing.assert_array_equal(got["pending"].numpy(), np.arange(6).reshape(2, 3) * 2.0)
+    assert got["w"].requires_grad and not got["pending"].requires_grad
+    assert got["optimizer"]["state"][0]["leaf0"] is got["w"]       # stored once, shared
+    assert got["optimizer"]["param_groups"] == obj["optimizer"]["param_groups"]
+    assert isinstance(got["optimizer"]["param_groups"][0]["betas"], tuple)
+    assert got["numbers"] == obj["numbers"] and math_copysign(got["numbers"][4]) < 0
+    assert [type(x) for x in got["numbers"]] == [type(x) for x in obj["numbers"]]
+    assert got["nan"] != got["nan"]
+    assert got["strings"] == obj["strings"]
+    assert got[(1, "a")] == "tuple key" and got[2.5] == "float key"
+    assert got[None] == "none key" and got[True] == "bool key"
+    assert got["nested"] == obj["nested"]
+    assert isinstance(got["numpy"], np.ndarray) and got["numpy"].dtype == np.int16
+    np.testing.assert_array_equal(got["numpy"], obj["numpy"])
+    assert got["dtype"] is fl.bfloat16
+    assert got["np_scalar"] == 1.5
+
+
+def math_copysign(x):
+    import math
+    return math.copysign(1.0, x)
+
+
+def test_bfloat16_bits_round_trip_exactly(tmp_path):
+    special = np.array([0.0, -0.0, 1.0, -2.5, 3.0e38, 1e-40, np.inf, -np.inf, np.nan],
+                       np.float32)
+    t = fl.tensor(special).to(fl.bfloat16)
+    fl.save({"t": t}, tmp_path / "b.fl")
+    got = fl.load(tmp_path / "b.fl")["t"]
+    assert got.dtype is fl.bfloat16
+    np.testing.assert_array_equal(_bits(got.numpy()), _bits(t.numpy()))
+
+
+def test_64_bit_dtypes_round_trip(tmp_path, x64):
+    obj = {"f": fl.tensor(np.array([1 / 3, 1e-300]), dtype=fl.float64),
+           "i": fl.tensor(np.array([2 ** 62, -5]), dtype=fl.int64)}
+    fl.save(obj, tmp_path / "c.fl")
+    got = fl.load(tmp_path / "c.fl")
+    assert_tensor_equal(got["f"], [1 / 3, 1e-300], fl.float64)
+    assert_tensor_equal(got["i"], [2 ** 62, -5], fl.int64)
+
+
+def test_file_objects_and_map_location(tmp_path):
+    buf = io.BytesIO()
+    fl.save({"a": fl.ones(3)}, buf)
+    got = fl.load(io.BytesIO(buf.getvalue()), map_location="cpu")
+    assert got["a"].device == fl.device("cpu")
+    np.testing.assert_array_equal(got["a"].numpy(), np.ones(3, np.float32))
+    fl.save([1, 2], str(tmp_path / "s.fl"))               # str paths too
+    assert fl.load(str(tmp_path / "s.fl")) == [1, 2]
+
+
+def test_unsupported_objects_name_their_place(tmp_path):
+    with pytest.raises(TypeError, match=r"type object at obj\['a'\]\[1\]"):
+        fl.save({"a": [1, object()]}, tmp_path / "x.fl")
+    with pytest.raises(TypeError, match="unsupported dict key"):
+        fl.save({frozenset(): 1}, tmp_path / "x.fl")
+    loop = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="contains itself"):
+        fl.save(loop, tmp_path / "x.fl")
+    assert not os.listdir(tmp_path)     # nothing written, no temp files left
+
+
+# ---- the documented format ---------------------------------------------------------------------
+def craft(tree, data=b"", version=1, magic=b"\x89FLWLT\r\n"):
+    """A checkpoint written from the format description in flowlite/serialization.py."""
+    header = json.dumps({"tree": tree, "data_bytes": len(data), "alignment": 64},
+                        separators=(",", ":")).encode()
+    head = struct.pack("<8sIQ", magic, version, len(header)) + header
+    head += b"\0" * (-len(head) % 64)
+    body = head + data
+    return body + hashlib.sha256(body).digest() + b"FLWLTEND"
+
+
+def test_format_matches_its_documentation(tmp_path):
+    data = np.array([1.5, -2.0], "<f4").tobytes()
+    raw = craft({"$dict": [["w", {"$tensor": {"dtype": "float32", "shape": [2], "offset": 0,
+                                              "nbytes": 8, "requires_grad": False}}],
+                           [1, {"$tuple": [1, 2.0, {"$float": "inf"}]}]]}, data)
+    (tmp_path / "f.fl").write_bytes(raw)
+    got = fl.load(tmp_path / "f.fl")
+    np.testing.assert_array_equal(got["w"].numpy(), [1.5, -2.0])
+    assert got[1] == (1, 2.0, float("inf"))
+    # and save writes exactly this layout
+    fl.save({"w": fl.tensor([1.5, -2.0]), 1: (1, 2.0, float("inf"))}, tmp_path / "g.fl")
+    assert (tmp_path / "g.fl").read_bytes() == raw
+
+
+# ---- corrupt, truncated, foreign files -----------------------------------------------------------
+@pytest.fixture
+def good_file(tmp_path):
+    path = tmp_path / "good.fl"
+    fl.save({"w": fl.tensor(np.arange(100, dtype=np.float32)), "meta": {"step": 3}}, path)
+    return path
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nope.fl"):
+        fl.load(tmp_path / "nope.fl")
+
+
+@pytest.mark.parametrize("keep", [0, 3, 12, 20, 60, 200, -41, -8, -1])
+def test_truncated_file(good_file, keep):
+    raw = good_file.read_bytes()
+    bad = good_file.with_name("trunc.fl")
+    bad.write_bytes(raw[:keep] if keep >= 0 else raw[:len(raw) + keep])
+    with pytest.raises(ValueError, match=r"trunc\.fl.*truncated"):
+        fl.load(bad)
+
+
+def test_flipped_bytes_are_detected(good_file):
+    raw = good_file.read_bytes()
+    bad = good_file.with_name("flip.fl")
+    positions = [14, 25, 40, len(raw) // 2, len(raw) - 45, len(raw) - 20]
+    for pos in positions:
+        b = bytearray(raw)
+        b[pos] ^= 0x10
+        bad.write_bytes(bytes(b))
+        with pytest.raises(ValueError, match=r"flip\.fl.*(checksum mismatch|corrupt|truncated)"):
+            fl.load(bad)
+
+
+def test_wrong_magic_and_version(good_file, tmp_path):
+    raw = good_file.read_bytes()
+    (tmp_path / "m.fl").write_bytes(b"NOTMAGIC" + raw[8:])
+    with pytest.raises(ValueError, match=r"m\.fl: not a flowlite checkpoint"):
+        fl.load(tmp_path / "m.fl")
+    (tmp_path / "v.fl").write_bytes(craft([1], version=7))
+    with pytest.raises(ValueError, match="unsupported checkpoint format version 7"):
+        fl.load(tmp_path / "v.fl")
+    (tmp_path / "t.txt").write_text("hello")
+    with pytest.raises(ValueError, match="not a flowlite checkpoint"):
+        fl.load(tmp_path / "t.txt")
+
+
+@pytest.mark.parametrize("tree,msg", [
+    ({"$tensor": {"dtype": "float32", "shape": [100], "offset": 0, "nbytes": 400}},
+     "does not fit"),
+    ({"$tensor": {"dtype": "object", "shape": [1], "offset": 0, "nbytes": 8}}, "unknown dtype"),
+    ({"$ndarray": {"dtype": "O", "shape": [1], "offset": 0, "nbytes": 8}}, "unknown dtype"),
+    ({"$tensor": {"dtype": "float32", "shape": [-2], "offset": 0, "nbytes": 8}}, "malformed"),
+    ({"$dict": [[[1], 2]]}, "unhashable"),
+    ({"$set": [1]}, "unknown header node"),
+    ({"a": 1, "b": 2}, "unexpected header node"),
+])
+def test_validated_header_fields(tmp_path, tree, msg):
+    (tmp_path / "h.fl").write_bytes(craft(tree, b"\0" * 8))
+    with pytest.raises(ValueError, match=msg):
+        fl.load(tmp_path / "h.fl")
+
+
+# ---- loading never executes code -----------------------------------------------------------------
+class _Evil:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+def test_pickle_payloads_are_never_executed(tmp_path):
+    marker = tmp_path / "pwned"
+    payload = pickle.dumps(_Evil(str(marker)))
+    (tmp_path / "p.fl").write_bytes(payload)                # a plain pickle file
+    with pytest.raises(ValueError, match="not a flowlite checkpoint.*never unpickles"):
+        fl.load(tmp_path / "p.fl")
+    # a valid container that carries the pickle in its header and as tensor bytes
+    tree = {"$dict": [["x", {"$pickle": base64.b64encode(payload).decode()}]]}
+    (tmp_path / "q.fl").write_bytes(craft(tree))
+    with pytest.raises(ValueError, match="unknown header node"):
+        fl.load(tmp_path / "q.fl")
+    data = payload + b"\0" * (-len(payload) % 8)
+    tree = {"$ndarray": {"dtype": "object", "shape": [len(data) // 8], "offset": 0,
+                         "nbytes": len(data)}}
+    (tmp_path / "r.fl").write_bytes(craft(tree, data))
+    with pytest.raises(ValueError, match="unknown dtype"):
+        fl.load(tmp_path / "r.fl")
+    # a pickle disguised with flowlite's magic bytes
+    (tmp_path / "s.fl").write_bytes(b"\x89FLWLT\r\n" + payload)
+    with pytest.raises(ValueError):
+        fl.load(tmp_path / "s.fl")
+    assert not marker.exists()
+
+
+# ---- atomic writes -------------------------------------------------------------------------------
+def test_failed_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
+    path = tmp_path / "ck.fl"
+    fl.save({"v": 1}, path)
+
+    def boom(fd):
+        raise OSError("disk on fire")
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(OSError, match="disk on fire"):
+        fl.save({"v": 2, "w": fl.ones(1000)}, path)
+    monkeypatch.undo()
+    assert fl.load(path) == {"v": 1}
+    assert os.listdir(tmp_path) == ["ck.fl"]        # the temp file was removed
+
+
+def test_sigkill_during_save_leaves_a_loadable_checkpoint(tmp_path):
+    """A child process saves ~20 MB checkpoints in a loop and is SIGKILLed at a random
+    moment; the target must always load as one complete checkpoint."""
+    path = tmp_path / "ck.fl"
+    n = 5_000_000
+    payloads = [np.full(n, float(v), np.float32) for v in (1, 2)]
+    fl.save({"v": 0, "w": np.zeros(n, np.float32)}, path)
+    rnd = random.Random(0)
+    interrupted = 0
+    for trial in range(10):
+        r, w = os.pipe()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")      # jax warns about fork(); the child uses no jax
+            pid = os.fork()
+        if pid == 0:   # child: numpy and file writes only, never returns into pytest
+            try:
+                os.close(r)
+                os.write(w, b"r")
+                k = trial
+                while True:
+                    k += 1
+                    ser.save({"v": k % 2 + 1, "w": payloads[k % 2]}, path)
+                    os.write(w, b"s")
+            finally:
+                os._exit(0)
+        os.close(w)
+        os.read(r, 1)                            # the child starts saving
+        t0 = time.perf_counter()
+        os.read(r, 1)                            # its first save is complete
+        time.sleep(rnd.uniform(0.0, 1.5 * (time.perf_counter() - t0)))   # somewhere in the next
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        os.close(r)
+        ck = fl.load(path)
+        v = ck["v"]
+        assert v in (1, 2)
+        assert ck["w"].shape == (n,) and ck["w"][0] == v and ck["w"][-1] == v
+        assert np.all(ck["w"] == v)
+        temps = [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+        interrupted += bool(temps)
+        for f in temps:
+            os.unlink(tmp_path / f)
+    assert interrupted >= 3, "the kills never landed inside a write"
+
+
+def test_missing_directory_and_symlinked_target(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        fl.save({"a": 1}, tmp_path / "missing" / "x.fl")
+    real = tmp_path / "ckpt_100.fl"
+    fl.save({"step": 100}, real)
+    link = tmp_path / "latest.fl"
+    link.symlink_to(real)
+    fl.save({"step": 101}, link)             # writes through the link, like open(path, "wb")
+    assert link.is_symlink() and fl.load(real) == {"step": 101}
