@@ -50,7 +50,8 @@ class _Recording:
 
 class _Plan:
     __slots__ = ("exe", "sources", "scalar_src", "root_targets", "grad_targets", "ret_tree",
-                 "ret_roots", "donate", "state_meta", "const_owners", "scalar_dtypes")
+                 "ret_roots", "donate", "state_meta", "const_owners", "scalar_dtypes",
+                 "rng_delta")
 
 
 def _leaf_arrays(flat_args):
@@ -129,22 +130,28 @@ class CompiledFunction:
                 t = t()
                 if t is not None:
                     state_start.setdefault(id(t._node), t)
+        from . import random as _random
+        c0 = _random._counter[0]
         executor.observers.append(rec)
         try:
             result = self.fn(*args)
         finally:
             executor.observers.remove(rec)
+        rec.rng = (c0, _random._counter[0] - c0)
         if sig in self._no_replay:
             return result
         info = self._analyse(rec, flat, arg_nodes, state_start, result, prev)
         self._history[sig] = info
         if info.get("plan") is not None and prev is not None and prev.get("exe") is info["exe"] \
-                and prev.get("scalars") == info["scalars"] and _same_consts(prev, info):
+                and prev.get("scalars") == info["scalars"] and _same_consts(prev, info) \
+                and prev.get("rng_delta") == info.get("rng_delta"):
             self._plans[sig] = info["plan"]
         return result
 
     def _analyse(self, rec, flat, arg_nodes, state_start, result, prev):
-        info = {"persistent": [], "exe": None, "scalars": None, "const_ids": None, "plan": None}
+        info = {"persistent": [], "exe": None, "scalars": None, "const_ids": None, "plan": None,
+                "rng_delta": rec.rng[1]}
+        rng_start = rec.rng[0]
         if len(rec.events) != 1:
             return info
         exe, leaves, scalars, roots, owners, donate = rec.events[0]
@@ -215,8 +222,10 @@ class CompiledFunction:
         plan.exe = exe
         plan.sources = sources
         plan.scalar_dtypes = [s.dtype for s in scalars]
-        plan.scalar_src = [("hp",) + s.site[1:] + (_opt_key(s.site),) if s.site is not None
-                           else ("v", s.value) for s in scalars]
+        plan.scalar_src = [("v", s.value) if s.site is None else
+                           ("rng", s.site[1] - rng_start) if s.site[0] == "rng" else
+                           ("hp",) + s.site[1:] + (_opt_key(s.site),) for s in scalars]
+        plan.rng_delta = info["rng_delta"]
         plan.root_targets = root_targets
         plan.grad_targets = grad_targets
         plan.ret_tree = ret_tree
@@ -266,10 +275,14 @@ class CompiledFunction:
                 return _FALLBACK
             if _getrefcount(n.value) != 3:   # n.value, args list, getrefcount arg
                 return _FALLBACK
+        from . import random as _random
+        rng_base = _random._counter[0]
         if plan.scalar_src:
             vals = []
             for s in plan.scalar_src:
-                if s[0] == "hp":
+                if s[0] == "rng":
+                    vals.append((rng_base + s[1]) % (2 ** 32))
+                elif s[0] == "hp":
                     opt = s[1]()
                     if opt is None:
                         return _FALLBACK
@@ -290,6 +303,7 @@ class CompiledFunction:
         del nodes
         outs = plan.exe.fn(*args)
         del args
+        _random._counter[0] = rng_base + plan.rng_delta
         metrics._C["executions"] += 1
         metrics._C["cache_hits"] += 1
         metrics._C["replays"] += 1

@@ -520,21 +520,22 @@ def _key(k):
     return jax.random.wrap_key_data(k, impl="threefry2x32")
 
 
-def _sub(k):
-    return jax.random.split(_key(k))[1]
+def _sub(k, n):
+    # key for the n-th random draw: a counter folded into the seed key (no split chain)
+    return jax.random.fold_in(_key(k), n)
 
 
-rng_next = nondiff("rng_next", lambda a, k: jax.random.key_data(jax.random.split(_key(k))[0]))
 rng_uniform = nondiff("rng_uniform",
-                      lambda a, k: jax.random.uniform(_sub(k), a[0], a[1].np))
-rng_normal = nondiff("rng_normal", lambda a, k: jax.random.normal(_sub(k), a[0], a[1].np))
+                      lambda a, k, n: jax.random.uniform(_sub(k, n), a[0], a[1].np))
+rng_normal = nondiff("rng_normal", lambda a, k, n: jax.random.normal(_sub(k, n), a[0], a[1].np))
 rng_randint = nondiff("rng_randint",
-                      lambda a, k: jax.random.randint(_sub(k), a[0], a[2], a[3], a[1].np))
+                      lambda a, k, n: jax.random.randint(_sub(k, n), a[0], a[2], a[3], a[1].np))
 rng_permutation = nondiff("rng_permutation",
-                          lambda a, k: jax.random.permutation(_sub(k), a[0]).astype(a[1].np))
+                          lambda a, k, n: jax.random.permutation(_sub(k, n), a[0]).astype(
+                              a[1].np))
 rng_trunc_normal = nondiff("rng_trunc_normal",
-                           lambda a, k: jax.random.truncated_normal(_sub(k), a[2], a[3], a[0],
-                                                                    a[1].np))
+                           lambda a, k, n: jax.random.truncated_normal(_sub(k, n), a[2], a[3],
+                                                                       a[0], a[1].np))
 
 # ---- multi-output plumbing ---------------------------------------------------------------
 

@@ -13,16 +13,19 @@ import numpy as np
 from . import dtypes as D
 from . import primitives as P
 from .device import default_device
+from .ir import scalar_node
 from .tensor import Tensor, apply, from_numpy
 
 _seed = [0]
-_keys: dict = {}   # Device -> Tensor holding raw uint32[2] key data
+_keys: dict = {}       # Device -> Tensor holding the seed's raw uint32[2] key data
+_counter = [0]         # draws so far; the n-th draw uses fold_in(key, n)
 
 
 def manual_seed(seed: int) -> None:
     """Reset every device's generator (like torch.manual_seed)."""
     _seed[0] = int(seed)
     _keys.clear()
+    _counter[0] = 0
 
 
 seed = manual_seed
@@ -41,25 +44,38 @@ def _state(device) -> Tensor:
     return t
 
 
-def next_key(device=None) -> Tensor:
-    """The current key for `device`; the generator state advances (lazily)."""
+def next_key(device=None):
+    """(seed key, draw counter) for the next random op on `device`.
+
+    The key stays fixed device data; the counter is a host integer that enters the graph
+    as data (never a constant), so every draw differs, nothing recompiles, and no chain of
+    key splits has to be computed.  `flowlite.compile` replays advance it too."""
     device = device or default_device()
-    st = _state(device)
-    key = Tensor(st._node)
-    st._rebind(apply(P.rng_next, (key,), (), (2,), D.uint32), "rng")
-    return key
+    key = _state(device)
+    n = _counter[0]
+    _counter[0] = n + 1
+    c = Tensor(scalar_node(n % (2 ** 32), D.uint32))
+    c._node.site = ("rng", n)
+    return key, c
 
 
 def get_rng_state(device=None) -> Tensor:
-    return Tensor(_state(device or default_device())._node)
+    """uint32 tensor [key0, key1, counter_lo, counter_hi] (save it to resume a run)."""
+    device = device or default_device()
+    k = np.asarray(_state(device).numpy(), np.uint32)
+    n = _counter[0]
+    return from_numpy(np.array([k[0], k[1], n & 0xFFFFFFFF, n >> 32], np.uint32),
+                      device=device)
 
 
 def set_rng_state(state: Tensor, device=None) -> None:
     device = device or default_device()
-    if tuple(state.shape) != (2,) or state.dtype is not D.uint32:
-        raise ValueError(f"set_rng_state: expected a uint32 tensor of shape (2,), got "
-                         f"{state.dtype} {tuple(state.shape)}")
-    _keys[device] = Tensor(state._node)
+    if tuple(state.shape) != (4,) or state.dtype is not D.uint32:
+        raise ValueError(f"set_rng_state: expected a uint32 tensor of shape (4,) from "
+                         f"get_rng_state(), got {state.dtype} {tuple(state.shape)}")
+    v = np.asarray(state.numpy(), np.uint32)
+    _keys[device] = from_numpy(v[:2].copy(), device=device)
+    _counter[0] = int(v[2]) | (int(v[3]) << 32)
 
 
 def _shape(size):
@@ -71,7 +87,8 @@ def _shape(size):
 def _make(prim, shape, attrs, dtype, device, requires_grad):
     from .ops import _dev
     dev = _dev(device)
-    out = apply(prim, (next_key(dev),), attrs, shape, dtype)
+    key, n = next_key(dev)
+    out = apply(prim, (key, n), attrs, shape, dtype)
     if requires_grad:
         out.requires_grad_(True)
     return out
@@ -97,6 +114,8 @@ def randn(*size, dtype=None, device=None, requires_grad=False):
 
 
 def randint(low, high=None, size=None, dtype=None, device=None):
+    if size is None and isinstance(high, (tuple, list)):   # randint(high, size)
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     if size is None:
