@@ -118,22 +118,57 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _cpu_busy_s() -> float:
+    """CPU-seconds all CPUs spent busy since boot (Linux /proc/stat); 0.0 where unreadable."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:]]
+    except OSError:
+        return 0.0
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
+
+
+def cpu_busy_fraction(interval: float = 0.5) -> float:
+    """Fraction of all CPUs busy over the next `interval` seconds (this process included)."""
+    b0 = _cpu_busy_s()
+    time.sleep(interval)
+    return (_cpu_busy_s() - b0) / (interval * (os.cpu_count() or 1))
+
+
+def wait_for_quiet(max_busy: float = 0.10, timeout: float = 300.0) -> bool:
+    """Wait until other work leaves the CPUs (at most `max_busy` of them busy) so timings are
+    not taken beside a test suite or a build; returns False if `timeout` s passed first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cpu_busy_fraction() <= max_busy:
+            return True
+    return False
+
+
 def run_isolated(framework: str, workload: str, quick: bool = False, args=(), timeout: float = 900,
                  env: Mapping[str, str] | None = None, python: str = sys.executable) -> dict:
     """Run one framework × workload in a fresh interpreter (`bench/run_one.py … --json`) so
     that its peak RSS and first step (trace + compile + run) are its own, and return the JSON
-    object the child printed. Raises RuntimeError with the child's stderr on failure."""
+    object the child printed, plus `other_cpu_frac`: the share of the machine's CPUs that
+    processes other than the child kept busy meanwhile (above ~0.1 the timings are suspect:
+    something else was running). Raises RuntimeError with the child's stderr on failure."""
     cmd = [python, str(RUN_ONE), "--framework", framework, "--workload", workload, "--json",
            *([] if not quick else ["--quick"]), *map(str, args)]
     child_env = dict(os.environ)
     if env:
         child_env.update(env)
+    ru0, busy0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), _cpu_busy_s(), time.monotonic()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=child_env,
                           cwd=str(BENCH_DIR.parent))
+    ru1, busy1, wall = resource.getrusage(resource.RUSAGE_CHILDREN), _cpu_busy_s(), time.monotonic() - t0
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stderr[-4000:]}")
-    return json.loads(lines[-1])
+    row = json.loads(lines[-1])
+    child_cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    other = (busy1 - busy0 - child_cpu) / (max(wall, 1e-9) * (os.cpu_count() or 1))
+    row["other_cpu_frac"] = round(max(0.0, other), 3)
+    return row
 
 
 # --------------------------------------------------------------------------------------------

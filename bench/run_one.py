@@ -121,7 +121,8 @@ def main(argv=None) -> int:
     else:
         print(harness.format_table([row], baseline=a.framework))
         print(f"first step {first:.3f} s, setup {setup_s:.2f} s, {row['units_per_s']:.4g} "
-              f"{w.unit}/s, p10–p90 {steady['p10_ms']:.3g}–{steady['p90_ms']:.3g} ms")
+              f"{w.unit}/s, p10–p90 {harness.fmt_ms(steady['p10_ms'])}–"
+              f"{harness.fmt_ms(steady['p90_ms'])} per call")
     return 0
 
 
