@@ -132,8 +132,21 @@ BUILDERS: dict[str, Callable[[str, Options], Workload]] = {
     "jax": build_jax,
     "torch": build_torch,
     "numpy": build_numpy,
-    # FLOWLITE: "flowlite": build_flowlite,   (to be added by the flowlite side; see docstring)
 }
+
+
+def _flowlite_builder(replay):
+    def build(workload, opts):
+        try:
+            from . import flowlite_workloads as fw
+        except ImportError:
+            import flowlite_workloads as fw
+        return fw.build_flowlite(workload, opts, replay=replay)
+    return build
+
+
+BUILDERS["flowlite"] = _flowlite_builder(False)
+BUILDERS["flowlite-replay"] = _flowlite_builder(True)
 
 
 def build(framework: str, workload: str, opts: Options | None = None) -> Workload:

@@ -243,6 +243,8 @@ def _run(roots, device, cause, owners=None):
         if r.device is None:
             r.device = device
     metrics.note_execution(t0, t1, t2)
+    metrics._C["graph_nodes"] += len(order)
+    metrics.last_sync[:] = [t0, t1, t2, len(order)]
     exec_epoch[0] += 1
     _exec_causes[exec_epoch[0]] = cause
     _exec_causes.pop(exec_epoch[0] - 64, None)
