@@ -68,6 +68,7 @@ class CompiledFunction:
         self.__wrapped__ = fn
         self.replays = 0
         self.traces = 0
+        self._warned_return = False
 
     # -- guards -----------------------------------------------------------------------------
     def _signature(self, flat, treedef):
@@ -106,6 +107,12 @@ class CompiledFunction:
                     values.append(g[name])
         for v in values:
             out.append(_guard_value(v))
+        if self_obj is not None:
+            # a bound method reads its object's attributes: guard the plain scalar ones
+            d = getattr(self_obj, "__dict__", None)
+            if d:
+                out.append(tuple((k, v) for k, v in d.items()
+                                 if isinstance(v, (int, float, bool, str, type(None)))))
         return tuple(out)
 
     # -- calls --------------------------------------------------------------------------------
@@ -141,6 +148,12 @@ class CompiledFunction:
         if sig in self._no_replay:
             return result
         info = self._analyse(rec, flat, arg_nodes, state_start, result, prev)
+        if len(rec.events) > 1 and not self._warned_return:
+            self._warned_return = True
+            import warnings
+            warnings.warn(f"flowlite.compile({getattr(self.fn, '__name__', 'fn')}): a call ran "
+                          f"{len(rec.events)} executables, so it can't be replayed; keep one "
+                          "sync per call (e.g. only opt.step()).", stacklevel=3)
         self._history[sig] = info
         if info.get("plan") is not None and prev is not None and prev.get("exe") is info["exe"] \
                 and prev.get("scalars") == info["scalars"] and _same_consts(prev, info) \
@@ -209,6 +222,14 @@ class CompiledFunction:
                                                    for s in sources):
                         ret_roots.append(("const", v._node))
                         continue
+                    if not self._warned_return:
+                        self._warned_return = True
+                        import warnings
+                        warnings.warn(
+                            f"flowlite.compile({getattr(self.fn, '__name__', 'fn')}): the "
+                            "function returns a tensor computed after its last sync, so each "
+                            "call needs a second executable and can't be replayed. Compute "
+                            "returned values before opt.step()/flowlite.sync().", stacklevel=4)
                     return info   # returns something the executable doesn't produce
                 ret_roots.append(("root", j))
             else:

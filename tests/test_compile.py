@@ -105,3 +105,42 @@ def test_compile_without_a_sync_in_the_body_still_returns_correct_values():
         return (v * 3).sum()
 
     assert [f(x).item() for _ in range(4)] == [9.0] * 4
+
+
+def test_bound_method_attribute_change_retraces():
+    class Acc:
+        def __init__(self):
+            self.scale = 1.0
+            self.t = fl.zeros(())
+            fl.sync()
+            self.step = fl.compile(self._step)
+
+        def _step(self):
+            with fl.no_grad():
+                self.t.add_(fl.ones(()) * self.scale)
+            out = self.t + 0
+            fl.sync()
+            return out
+
+    a = Acc()
+    assert [a.step().item() for _ in range(3)] == [1.0, 2.0, 3.0]
+    a.scale = 10.0
+    assert a.step().item() == 13.0
+
+
+def test_returning_a_value_computed_after_the_sync_warns():
+    import pytest
+    x = fl.zeros(())
+    fl.sync()
+
+    @fl.compile
+    def f():
+        with fl.no_grad():
+            x.add_(1.0)
+        fl.sync()
+        return x * 2
+
+    with pytest.warns(UserWarning, match="computed after its last sync"):
+        vals = [f().item() for _ in range(4)]
+    assert vals == [2.0, 4.0, 6.0, 8.0]
+    assert f.replays == 0
