@@ -309,7 +309,7 @@ def abs(x):  # noqa: A001
 
 
 def sign(x):
-    return _unary(P.sign, x)
+    return x if x.dtype is D.bool_ else _unary(P.sign, x)
 
 
 def exp(x):
@@ -401,10 +401,11 @@ def isinf(x):
 def clamp(x, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+    # where, not maximum/minimum: like PyTorch, a value at a bound keeps its full gradient
     if min is not None:
-        x = maximum(x, min)
+        x = where(lt(x, min), min, x)
     if max is not None:
-        x = minimum(x, max)
+        x = where(gt(x, max), max, x)
     return x
 
 
@@ -522,7 +523,7 @@ def max(x, dim=None, keepdim=False):  # noqa: A001
         return maximum(x, dim)
     if dim is None:
         return amax(x)
-    return MinMax(amax(x, dim, keepdim), argmax(x, dim, keepdim))
+    return _minmax_dim(x, dim, keepdim, argmax, "max")
 
 
 def min(x, dim=None, keepdim=False):  # noqa: A001
@@ -530,7 +531,22 @@ def min(x, dim=None, keepdim=False):  # noqa: A001
         return minimum(x, dim)
     if dim is None:
         return amin(x)
-    return MinMax(amin(x, dim, keepdim), argmin(x, dim, keepdim))
+    return _minmax_dim(x, dim, keepdim, argmin, "min")
+
+
+def _minmax_dim(x, dim, keepdim, argfn, op):
+    """Per-dim max/min: the values are gathered at the returned indices, so (as in PyTorch)
+    the gradient goes to that one element even when several tie."""
+    d = _norm_dim(dim, x.ndim, op)
+    if x.numel() == 0:
+        raise RuntimeError(f"{op}(): expected a non-empty tensor (shape {tuple(x.shape)})")
+    idx = argfn(x, d, True)
+    if x.ndim == 0:
+        return MinMax(x, idx)
+    values = _take_along_prim(x, idx, d)
+    if not keepdim:
+        values, idx = squeeze(values, d), squeeze(idx, d)
+    return MinMax(values, idx)
 
 
 def _arg(prim, x, dim, keepdim):
@@ -627,7 +643,7 @@ def norm(x, p="fro", dim=None, keepdim=False):
     if x.dtype.kind != "f":
         x = to_dtype(x, D.default_float())
     if p in ("fro", 2, 2.0):
-        return sqrt(sum(x * x, dim, keepdim))
+        return _zero_safe_root(sum(x * x, dim, keepdim), sqrt)
     if p in (float("inf"), "inf"):
         return amax(abs(x), dim, keepdim)
     if p in (float("-inf"), "-inf"):
@@ -636,7 +652,14 @@ def norm(x, p="fro", dim=None, keepdim=False):
         return sum(abs(x), dim, keepdim)
     if p == 0:
         return sum(to_dtype(ne(x, 0), x.dtype), dim, keepdim)
-    return pow(sum(pow(abs(x), p), dim, keepdim), 1.0 / p)
+    return _zero_safe_root(sum(pow(abs(x), p), dim, keepdim), lambda s: pow(s, 1.0 / p))
+
+
+def _zero_safe_root(s, root):
+    """root(s) whose gradient is 0 where s == 0 (PyTorch's subgradient for a zero norm)
+    instead of inf * 0 = nan: the root never sees a zero."""
+    zero = eq(s, 0)
+    return where(zero, 0.0, root(where(zero, 1.0, s)))
 
 
 # ---- shape -----------------------------------------------------------------------------------
@@ -788,6 +811,9 @@ def expand(x, *sizes):
         raise ValueError(f"expand: the number of sizes provided ({len(sizes)}) must be greater "
                          f"or equal to the number of dimensions in the tensor ({len(shp)})")
     lead = len(sizes) - len(shp)
+    if -1 in sizes[:lead]:
+        raise ValueError(f"expand: the expanded size -1 isn't allowed in a leading, new "
+                         f"dimension (sizes {tuple(sizes)}, tensor shape {tuple(shp)})")
     full = tuple(shp[i - lead] if s == -1 else s for i, s in enumerate(sizes))
     return broadcast_to(x, full)
 
@@ -849,7 +875,8 @@ def flip(x, dims):
     if isinstance(dims, int):
         dims = (dims,)
     nd = len(x._node.shape)
-    return _rev_prim(x, tuple(sorted(_norm_dim(d, nd, "flip") for d in dims)))
+    axes = tuple(sorted(_norm_dim(d, nd, "flip") for d in dims))
+    return _rev_prim(x, axes) if nd else x
 
 
 def _check_cat(tensors, dim, op):
@@ -1087,7 +1114,39 @@ def getitem(x, idx):
     spec, tensors, basic = _parse_index(x, idx)
     if basic:
         return _basic_index(x, spec)
+    split = _split_int_indices(x, spec)
+    if split is not None:
+        ints, rest = split
+        return _index(_basic_index(x, ints), rest, tensors)
     return _index(x, spec, tensors)
+
+
+def _split_int_indices(x, spec):
+    """PyTorch applies integer indices before index tensors (x[1, :, idx] is x[1][:, idx]);
+    numpy/jax would treat the int as one more advanced index and may move the result's dims.
+    -> (spec selecting the ints, the rest of the spec) or None when no int meets a tensor."""
+    if not builtins.any(it[0] == "i" for it in spec) or \
+            not builtins.any(it[0] == "t" for it in spec):
+        return None
+    shp = x._node.shape
+    n_consumed = builtins.sum(1 for it in spec if it[0] in "sit")
+    ints, rest, dim = [], [], 0
+    for it in spec:
+        k = it[0]
+        if k == "n":
+            rest.append(it)
+        elif k == "e":
+            ints.append(it)
+            rest.append(it)
+            dim += len(shp) - n_consumed
+        elif k == "i":
+            ints.append(it)
+            dim += 1
+        else:
+            ints.append(("s", 0, shp[dim], 1))
+            rest.append(it)
+            dim += 1
+    return tuple(ints), tuple(rest)
 
 
 def _index(x, spec, tensors):
@@ -1106,6 +1165,15 @@ def index_put(x, idx, value, accumulate=False):
     spec, tensors, _ = _parse_index(x, idx)
     v = to_dtype(as_tensor(value, dtype=x.dtype), x.dtype) if not isinstance(value, Tensor) \
         else to_dtype(value, x.dtype)
+    split = _split_int_indices(x, spec) if tensors else None
+    if split is not None:   # ints first, as in getitem: update x[ints], then write it back
+        ints, rest = split
+        sub = _basic_index(x, ints)
+        return _index_set(x, ints, (), _put(sub, rest, tensors, v, accumulate))
+    return _put(x, spec, tensors, v, accumulate)
+
+
+def _put(x, spec, tensors, v, accumulate):
     target = _index(x, spec, tensors) if tensors else _basic_index(x, spec)
     try:
         broadcast_to(v, target._node.shape)

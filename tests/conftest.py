@@ -66,6 +66,12 @@ def _np(x):
     return np.asarray(x)
 
 
+def _kind(dtype) -> str:
+    """'f' floating (bfloat16 included), 'i' integer (signed or not), 'b' bool."""
+    k = np.dtype(dtype).kind
+    return "f" if k in "fV" else ("i" if k in "iu" else k)
+
+
 def check_values(fl_outs, ref_outs, rtol=1e-6, atol=1e-6, what="value"):
     """Compare a (tuple of) flowlite tensor(s) with a (tuple of) reference array(s).
 
@@ -79,9 +85,7 @@ def check_values(fl_outs, ref_outs, rtol=1e-6, atol=1e-6, what="value"):
         av = a.numpy()
         assert tuple(a.shape) == b.shape, f"{what} {k}: shape {tuple(a.shape)} != {b.shape}"
         assert av.shape == b.shape, f"{what} {k}: materialised shape {av.shape} != {b.shape}"
-        kind = lambda d: "f" if np.dtype(d).kind in "fV" or d == jnp.bfloat16 else np.dtype(d).kind
-        assert kind(av.dtype) == kind(b.dtype) or (kind(av.dtype) in "iu" and
-                                                   kind(b.dtype) in "iu"), \
+        assert _kind(av.dtype) == _kind(b.dtype), \
             f"{what} {k}: dtype {av.dtype} vs reference {b.dtype}"
         if av.dtype.kind in "biu":
             np.testing.assert_array_equal(av, b, err_msg=f"{what} {k}")

@@ -101,13 +101,14 @@ def linear(input, weight, bias=None):
         raise ValueError(f"linear: input of shape {tuple(shp)} doesn't match weight of shape "
                          f"{tuple(weight.shape)} (expected in_features={weight.shape[-1]} in "
                          f"the last dimension)")
-    wt = F.transpose(weight, 0, 1) if weight.ndim == 2 else weight
-    if len(shp) <= 2:
-        y = F.matmul(input, wt)
+    if weight.ndim == 1:
+        y = F.matmul(input, weight)
+    elif len(shp) <= 2:
+        y = F.matmul(input, F.transpose(weight, 0, 1))
     else:
-        # fold the leading dims so the weight gradient is one matmul, not a batched one + sum
-        y = F.reshape(F.matmul(F.reshape(input, (-1, shp[-1])), wt),
-                      shp[:-1] + (weight._node.shape[0],))
+        # one einsum: no reshapes, and its weight gradient is a single dot_general over all
+        # leading dims (a batched matmul would build a per-batch gradient and then sum it)
+        y = F.einsum("...i,oi->...o", input, weight)
     return y if bias is None else y + bias
 
 
@@ -650,9 +651,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                     m = F.reshape(mean, (c,))
                     running_mean._rebind(running_mean * (1.0 - momentum) + m * momentum,
                                          "batch_norm running_mean")
-                if running_var is not None:
-                    v = F.reshape(var, (c,)) * (n / (n - 1))
-                    running_var._rebind(running_var * (1.0 - momentum) + v * momentum,
+                if running_var is not None:   # the unbiased variance: n/(n-1) folded in
+                    v = F.reshape(var, (c,))
+                    running_var._rebind(running_var * (1.0 - momentum) +
+                                        v * (momentum * (n / (n - 1))),
                                         "batch_norm running_var")
     else:
         if running_mean is None or running_var is None:
@@ -982,7 +984,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             key = _repeat_heads(key, hq // hk)
             value = _repeat_heads(value, hq // hk)
     sc = 1.0 / math.sqrt(E) if scale is None else builtins.float(scale)
-    scores = F.matmul(query * sc, F.transpose(key, -2, -1))
+    scores = F.einsum("...le,...se->...ls", query * sc, key)
     if is_causal:
         if attn_mask is not None:
             raise ValueError("scaled_dot_product_attention: pass either attn_mask or "
@@ -1015,31 +1017,33 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
     """PyTorch's multi_head_attention_forward.  Inputs are (L, N, E) — or (N, L, E) with
     batch_first=True — or unbatched (L, E).  attn_mask: (L, S) or (N*num_heads, L, S), bool
     (True = NOT allowed to attend) or float (added); key_padding_mask: (N, S), bool (True =
-    ignore that key) or float (added)."""
+    ignore that key) or float (added).
+
+    Both layouts are handled by the einsum subscripts, so no transpose is ever recorded."""
     if static_k is not None or static_v is not None:
         raise NotImplementedError("multi_head_attention_forward: static_k/static_v are not "
                                   "supported")
     batched = query.ndim == 3
+    bdim = 0 if batch_first else 1
     if not batched:
         if query.ndim != 2:
             raise ValueError(f"MultiheadAttention: query should be 2-D (unbatched) or 3-D, got "
                              f"shape {tuple(query.shape)}")
-        query, key, value = (F.unsqueeze(t, 1 if not batch_first else 0)
-                             for t in (query, key, value))
+        same_kv, same_qk = key is value, query is key
+        query = F.unsqueeze(query, bdim)
+        key = query if same_qk else F.unsqueeze(key, bdim)
+        value = key if same_kv else F.unsqueeze(value, bdim)
         if key_padding_mask is not None:
             key_padding_mask = F.unsqueeze(key_padding_mask, 0)
     same_kv = key is value
     self_attn = same_kv and query is key
-    if not batch_first:  # work batch-first: (N, L, E)
-        query = F.transpose(query, 0, 1)
-        key = query if self_attn else F.transpose(key, 0, 1)
-        value = key if same_kv else F.transpose(value, 0, 1)
-    n, L, E = query._node.shape
-    S = key._node.shape[1]
-    if key._node.shape[0] != n or value._node.shape[:2] != (n, S):
+    qs, ks = query._node.shape, key._node.shape
+    n, L, E = qs[bdim], qs[1 - bdim], qs[2]
+    S = ks[1 - bdim]
+    if ks[bdim] != n or value._node.shape[bdim] != n or value._node.shape[1 - bdim] != S:
         raise ValueError(f"MultiheadAttention: query {tuple(query.shape)}, key "
-                         f"{tuple(key.shape)} and value {tuple(value.shape)} (batch-first) "
-                         f"don't agree on batch size / source length")
+                         f"{tuple(key.shape)} and value {tuple(value.shape)} don't agree on "
+                         f"batch size / source length (batch_first={batch_first})")
     if E % num_heads:
         raise ValueError(f"embed_dim {E} not divisible by num_heads {num_heads}")
     hd = E // num_heads
@@ -1085,22 +1089,27 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
             raise ValueError(f"expected key_padding_mask of shape {(n, S)}, got "
                              f"{tuple(key_padding_mask.shape)}")
         key_padding_mask = F.reshape(key_padding_mask, (n, 1, 1, S))
-    if bias_k is not None:
-        k = F.cat([k, F.broadcast_to(F.reshape(bias_k, (1, 1, E)), (n, 1, E))], 1)
-        v = F.cat([v, F.broadcast_to(F.reshape(bias_v, (1, 1, E)), (n, 1, E))], 1)
+    for extra in ((bias_k, bias_v) if bias_k is not None else None,
+                  "zero" if add_zero_attn else None):
+        if extra is None:
+            continue
+        # one more key/value position: the learned bias_k/bias_v, or zeros (add_zero_attn)
+        kv_shape = (n, 1, E) if batch_first else (1, n, E)
+        if extra == "zero":
+            ek = ev = F.zeros(kv_shape, dtype=k.dtype, device=k.device)
+        else:
+            ek = F.broadcast_to(F.reshape(extra[0], (1, 1, E)), kv_shape)
+            ev = F.broadcast_to(F.reshape(extra[1], (1, 1, E)), kv_shape)
+        k = F.cat([k, ek], 1 - bdim)
+        v = F.cat([v, ev], 1 - bdim)
         attn_mask = _pad_mask_column(attn_mask)
         key_padding_mask = _pad_mask_column(key_padding_mask)
         S += 1
-    if add_zero_attn:
-        k = F.cat([k, F.zeros((n, 1, E), dtype=k.dtype, device=k.device)], 1)
-        v = F.cat([v, F.zeros((n, 1, E), dtype=v.dtype, device=v.device)], 1)
-        attn_mask = _pad_mask_column(attn_mask)
-        key_padding_mask = _pad_mask_column(key_padding_mask)
-        S += 1
-    q = F.transpose(F.reshape(q, (n, L, num_heads, hd)), 1, 2)
-    k = F.transpose(F.reshape(k, (n, S, num_heads, hd)), 1, 2)
-    v = F.transpose(F.reshape(v, (n, S, num_heads, hd)), 1, 2)
-    scores = F.matmul(q * (1.0 / math.sqrt(hd)), F.transpose(k, -2, -1))
+    q = F.reshape(q, q._node.shape[:2] + (num_heads, hd))
+    k = F.reshape(k, k._node.shape[:2] + (num_heads, hd))
+    v = F.reshape(v, v._node.shape[:2] + (num_heads, hd))
+    ql, kl = ("nl", "ns") if batch_first else ("ln", "sn")
+    scores = F.einsum(f"{ql}hd,{kl}hd->nhls", q * (1.0 / math.sqrt(hd)), k)
     for m in (attn_mask, key_padding_mask):
         if m is None:
             continue
@@ -1111,12 +1120,10 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
     w = F.softmax(scores, -1)
     if dropout_p > 0.0 and training:
         w = dropout(w, dropout_p, True)
-    out = F.reshape(F.transpose(F.matmul(w, v), 1, 2), (n, L, E))
-    out = linear(out, out_proj_weight, out_proj_bias)
-    if not batch_first:
-        out = F.transpose(out, 0, 1)
+    out = F.einsum(f"nhls,{kl}hd->{ql}hd", w, v)
+    out = linear(F.reshape(out, out._node.shape[:2] + (E,)), out_proj_weight, out_proj_bias)
     if not batched:
-        out = F.squeeze(out, 1 if not batch_first else 0)
+        out = F.squeeze(out, bdim)
     if not need_weights:
         return out, None
     if average_attn_weights:

@@ -167,7 +167,7 @@ class Module:
 
     def register_parameter(self, name: str, param) -> None:
         self._check_name(name, "parameter")
-        if hasattr(type(self), name) or (name in self.__dict__ and name not in self._parameters):
+        if hasattr(self, name) and name not in self._parameters:
             raise KeyError(f"attribute '{name}' already exists")
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
@@ -178,7 +178,7 @@ class Module:
 
     def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
         self._check_name(name, "buffer")
-        if hasattr(type(self), name) or (name in self.__dict__ and name not in self._buffers):
+        if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
@@ -195,7 +195,7 @@ class Module:
         if module is not None and not isinstance(module, Module):
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         self._check_name(name, "module")
-        if hasattr(type(self), name) and name not in self._modules:
+        if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
         self._modules[name] = module
 
@@ -373,8 +373,9 @@ class Module:
     def train(self, mode: bool = True) -> "Module":
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        for m in self.modules():
-            m.__dict__["training"] = mode
+        self.training = mode
+        for m in self.children():     # recursive calls, so subclasses may override train()
+            m.train(mode)
         return self
 
     def eval(self) -> "Module":
@@ -577,6 +578,8 @@ class Module:
                     load(child, prefix + name + ".")
         with no_grad():
             load(self, "")
+        order = {k: i for i, k in enumerate(state_dict)}
+        unexpected.sort(key=lambda ks: order[ks[0]])     # in the checkpoint's order
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: " + ", ".join(

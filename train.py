@@ -1,0 +1,826 @@
+#!/usr/bin/env python
+"""Train flowlite's tutorial models (models/) from the command line.
+
+    python train.py                                   # MLP on the bundled 8x8 digits (~97-98%)
+    python train.py --model lenet                     # a CNN on the digits
+    python train.py --model resnet --data cifar10 --data-dir ~/data/cifar10
+    python train.py --model lenet --data mnist --data-dir ~/data/mnist
+    python train.py --model gpt --sample 400          # char-level GPT on Python's own sources
+    python train.py --model lstm --text-file my.txt --steps 3000 --sample 300
+    python train.py --checkpoint-dir ckpt --checkpoint-every 200   # ...later: --resume
+
+Every training step — forward, backward and the optimizer update — is recorded lazily and runs
+as ONE compiled XLA executable; the closing summary shows flowlite's compile and execution
+counts, so you can check that steady-state training is one execution per step.
+
+Checkpoints hold the model, the optimizer and scheduler state, the step, the device RNG state
+and the data position, so `--resume` continues a run exactly: its losses equal those of an
+uninterrupted run with the same seed. Ctrl-C saves a checkpoint at the next step boundary.
+"""
+from __future__ import annotations
+
+import time
+
+_PROCESS_START = time.perf_counter()    # the summary's wall time includes imports and compiles
+
+import argparse
+import glob
+import json
+import math
+import os
+import re
+import signal
+import sys
+
+import numpy as np
+
+MODELS = ("mlp", "lenet", "resnet", "lstm", "gpt")
+DATASETS = ("digits", "mnist", "fashion-mnist", "cifar10", "text")
+LANGUAGE_MODELS = ("lstm", "gpt")
+
+# Per-model defaults, chosen (and measured, see README) to train well in little time on a
+# 2-core CPU. Any flag given on the command line overrides them.
+DEFAULTS = {
+    "mlp": dict(data="digits", epochs=20, batch_size=64, lr=2e-3, optimizer="adam",
+                schedule="cosine"),
+    "lenet": dict(data="digits", epochs=30, batch_size=64, lr=2e-3, optimizer="adam",
+                  schedule="cosine"),
+    "resnet": dict(data="digits", epochs=15, batch_size=64, lr=3e-3, optimizer="adam",
+                   schedule="cosine"),
+    "lstm": dict(data="text", steps=600, batch_size=32, lr=3e-3, optimizer="adam",
+                 schedule="cosine"),
+    "gpt": dict(data="text", steps=1500, batch_size=32, lr=2e-3, optimizer="adamw",
+                schedule="cosine"),
+}
+LM_CONTEXT = {"lstm": 64, "gpt": 64}   # characters per training window
+EVAL_BATCH = 256                        # classifier evaluation batch (fixed: one executable)
+LM_EVAL_BATCHES = 32                    # validation windows: at most this many batches
+KEEP_CHECKPOINTS = 3
+
+
+class CLIError(Exception):
+    """A problem with the user's flags, data or checkpoint: one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        # One clear line instead of argparse's usage block.
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def positive_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return v
+
+
+def non_negative_int(text):
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return v
+
+
+def positive_float(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v > 0 or not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return v
+
+
+def non_negative_float(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not v >= 0 or not math.isfinite(v):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return v
+
+
+def build_parser():
+    p = _Parser(prog="train.py", description="Train a flowlite tutorial model.",
+                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", choices=MODELS, default="mlp", help="which model in models/")
+    p.add_argument("--data", choices=DATASETS, default=None,
+                   help="dataset (default: digits for classifiers, text for lstm/gpt)")
+    p.add_argument("--data-dir", default=None,
+                   help="folder with the MNIST/Fashion-MNIST IDX files or CIFAR-10 batches")
+    p.add_argument("--text-file", default=None,
+                   help="text corpus for lstm/gpt (default: the Python standard library sources)")
+    p.add_argument("--epochs", type=positive_int, default=None, help="passes over the data")
+    p.add_argument("--steps", type=positive_int, default=None,
+                   help="total optimizer steps (overrides --epochs)")
+    p.add_argument("--batch-size", type=positive_int, default=None)
+    p.add_argument("--lr", type=positive_float, default=None, help="(peak) learning rate")
+    p.add_argument("--optimizer", choices=("sgd", "adam", "adamw", "rmsprop"), default=None)
+    p.add_argument("--weight-decay", type=non_negative_float, default=None,
+                   help="default: 0.01 for adamw, 0 otherwise")
+    p.add_argument("--schedule", choices=("none", "cosine", "step", "onecycle"), default=None)
+    p.add_argument("--device", choices=("cpu", "gpu", "tpu"), default=None,
+                   help="default: JAX's default device")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: parameters and activations in bfloat16 (losses in float32)")
+    p.add_argument("--checkpoint-dir", default=None, help="where checkpoints are written")
+    p.add_argument("--checkpoint-every", type=non_negative_int, default=0,
+                   help="also checkpoint every N steps (0: only at the end)")
+    p.add_argument("--resume", nargs="?", const="latest", default=None, metavar="PATH",
+                   help="continue from a checkpoint file, or the latest one in PATH or in "
+                        "--checkpoint-dir")
+    p.add_argument("--eval-every", type=non_negative_int, default=0,
+                   help="evaluate every N steps (0: once per epoch for classifiers, "
+                        "every 500 steps for language models)")
+    p.add_argument("--sample", type=non_negative_int, default=0, metavar="N",
+                   help="after training: print N generated characters (lstm/gpt) or N test "
+                        "predictions (classifiers)")
+    p.add_argument("--plot", default=None, metavar="PATH", help="PNG of the loss/metric curves")
+    p.add_argument("--metrics-json", default=None, metavar="PATH")
+    p.add_argument("--quiet", action="store_true", help="only the closing summary")
+    return p
+
+
+def parse_args(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for k, v in DEFAULTS[args.model].items():
+        if getattr(args, k, None) is None:
+            setattr(args, k, v)
+    if args.steps is None and args.epochs is None:
+        args.epochs = 1
+    lm = args.model in LANGUAGE_MODELS
+    if lm and args.data != "text":
+        parser.error(f"--model {args.model} is a language model: it trains on --data text, "
+                     f"not {args.data}")
+    if not lm and args.data == "text":
+        parser.error(f"--model {args.model} is an image classifier; --data text needs "
+                     "--model lstm or gpt")
+    if args.text_file is not None and args.data != "text":
+        parser.error("--text-file only applies to --data text")
+    if args.data in ("mnist", "fashion-mnist", "cifar10") and args.data_dir is None:
+        parser.error(f"--data {args.data} needs --data-dir DIR (the folder holding its files; "
+                     "nothing is downloaded)")
+    if args.weight_decay is None:
+        args.weight_decay = 0.01 if args.optimizer == "adamw" else 0.0
+    if args.plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            parser.error("--plot needs matplotlib, which is not installed "
+                         "(pip install matplotlib)")
+    return args
+
+
+# ------------------------------------------------------------------------------------ data
+
+
+class ImageData:
+    def __init__(self, name, train_x, train_y, test_x, test_y):
+        # Standardise each channel with the training set's statistics.
+        axes = (0, 2, 3)
+        mean = train_x.mean(axis=axes, keepdims=True)
+        std = train_x.std(axis=axes, keepdims=True) + 1e-6
+        self.name = name
+        self.train_x = ((train_x - mean) / std).astype(np.float32)
+        self.test_x = ((test_x - mean) / std).astype(np.float32)
+        self.train_y, self.test_y = train_y.astype(np.int32), test_y.astype(np.int32)
+        self.channels, self.size = train_x.shape[1], train_x.shape[2]
+        self.num_classes = 10
+
+    def describe(self):
+        return (f"{self.name}: {len(self.train_y)} training and {len(self.test_y)} test images "
+                f"of {self.channels}x{self.size}x{self.size}")
+
+
+def load_data(args):
+    from flowlite import data
+
+    try:
+        if args.data == "digits":
+            return ImageData("digits", *data.digits_split(test_fraction=0.2, seed=0))
+        if args.data in ("mnist", "fashion-mnist"):
+            tr = data.load_mnist(args.data_dir, "train", kind=args.data)
+            te = data.load_mnist(args.data_dir, "test", kind=args.data)
+            return ImageData(args.data, *tr, *te)
+        if args.data == "cifar10":
+            tr = data.load_cifar10(args.data_dir, "train")
+            te = data.load_cifar10(args.data_dir, "test")
+            return ImageData("cifar10", *tr, *te)
+        # The stdlib corpus is read as ASCII (128 fixed ids: the benchmark GPT's vocabulary);
+        # a user's file keeps its own character set.
+        return data.load_text(args.text_file, ascii_only=args.text_file is None)
+    except data.DatasetError as e:
+        raise CLIError(str(e)) from None
+
+
+# ------------------------------------------------------------------------------- training
+
+
+def build_model(args, ds):
+    import models
+
+    if args.model == "mlp":
+        return models.MLP(in_features=ds.channels * ds.size * ds.size,
+                          num_classes=ds.num_classes)
+    if args.model == "lenet":
+        return models.LeNet(in_channels=ds.channels, num_classes=ds.num_classes,
+                            image_size=ds.size)
+    if args.model == "resnet":
+        return models.ResNet(in_channels=ds.channels, num_classes=ds.num_classes)
+    if args.model == "lstm":
+        return models.CharLSTM(vocab_size=ds.vocab_size)
+    return models.GPT(vocab_size=ds.vocab_size, context=LM_CONTEXT["gpt"])
+
+
+def build_optimizer(args, params):
+    from flowlite import optim
+
+    if args.optimizer == "sgd":
+        return optim.SGD(params, lr=args.lr, momentum=0.9, weight_decay=args.weight_decay)
+    if args.optimizer == "adam":
+        return optim.Adam(params, lr=args.lr, weight_decay=args.weight_decay)
+    if args.optimizer == "adamw":
+        return optim.AdamW(params, lr=args.lr, weight_decay=args.weight_decay)
+    return optim.RMSprop(params, lr=args.lr, weight_decay=args.weight_decay)
+
+
+def build_scheduler(args, opt, total_steps):
+    from flowlite.optim import lr_scheduler as S
+
+    if args.schedule == "cosine":
+        return S.CosineAnnealingLR(opt, T_max=total_steps)
+    if args.schedule == "step":   # ÷10 after each third of the run
+        return S.StepLR(opt, step_size=max(1, total_steps // 3), gamma=0.1)
+    if args.schedule == "onecycle":
+        return S.OneCycleLR(opt, max_lr=args.lr, total_steps=total_steps)
+    return None
+
+
+def make_loader(args, ds, lm):
+    from flowlite import data
+
+    if lm:
+        train = data.LMWindowDataset(ds.train, LM_CONTEXT[args.model])
+    else:
+        train = data.TensorDataset(ds.train_x, ds.train_y)
+    # drop_last: every step sees the same batch shape, so one executable serves them all.
+    loader = data.DataLoader(train, batch_size=args.batch_size, shuffle=True, seed=args.seed,
+                             drop_last=True, device=args.fl_device)
+    if len(loader) == 0:
+        raise CLIError(f"--batch-size {args.batch_size} is larger than the training set "
+                       f"({len(train)} items)")
+    return loader
+
+
+def batches_from(loader, step):
+    """The training batches from global step `step` on: epoch e is the loader's e-th shuffle,
+    so a resumed run replays exactly the batches the interrupted run would have seen."""
+    epoch, skip = divmod(step, len(loader))
+    loader.set_epoch(epoch)
+    while True:
+        # `with`: closing this generator also stops (and joins) the loader's prefetch thread
+        with iter(loader) as epoch_batches:
+            for batch in epoch_batches:
+                if skip:
+                    skip -= 1
+                    continue
+                yield batch
+
+
+def loss_and_metric(args, model, x, y, lm):
+    """The training objective; also the number of correct predictions for classifiers (a
+    by-product of the same executable, read only when the progress bar needs it)."""
+    import flowlite as fl
+    from flowlite.nn import functional as F
+
+    if lm:
+        logits = model(x)
+        if isinstance(logits, tuple):      # CharLSTM returns (logits, state)
+            logits = logits[0]
+        logits = logits.float()
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)), None
+    if args.precision == "bf16":
+        x = x.to(fl.bfloat16)
+    logits = model(x).float()
+    return F.cross_entropy(logits, y), (logits.argmax(1) == y).sum()
+
+
+class Evaluator:
+    """Fixed-shape evaluation batches: one executable for the whole test set, every time."""
+
+    def __init__(self, args, ds, lm):
+        import flowlite as fl
+
+        self.lm = lm
+        self.batches = []
+        if lm:
+            T = LM_CONTEXT[args.model]
+            n_windows = (len(ds.val) - 1) // T
+            if n_windows < 1:
+                raise CLIError(f"the validation split has {len(ds.val)} characters, fewer than "
+                               f"one window of {T + 1}; use a longer --text-file")
+            B = min(args.batch_size, n_windows)
+            n_batches = min(LM_EVAL_BATCHES, n_windows // B)
+            # Evenly spread, non-overlapping windows over the whole validation split.
+            starts = np.linspace(0, len(ds.val) - T - 1, n_batches * B).astype(np.int64)
+            win = ds.val[starts[:, None] + np.arange(T + 1)]
+            for i in range(n_batches):
+                w = win[i * B:(i + 1) * B]
+                self.batches.append((fl.from_numpy(w[:, :-1].copy(), device=args.fl_device),
+                                     fl.from_numpy(w[:, 1:].copy(), device=args.fl_device),
+                                     None, B * T))
+            self.count = n_batches * B * T
+        else:
+            n = len(ds.test_y)
+            B = min(EVAL_BATCH, n)
+            for i in range(0, n, B):
+                x, y = ds.test_x[i:i + B], ds.test_y[i:i + B]
+                k = len(y)
+                mask = np.zeros(B, bool)
+                mask[:k] = True
+                if k < B:        # pad the last batch to the fixed shape; the mask drops it
+                    x = np.concatenate([x, np.zeros((B - k,) + x.shape[1:], x.dtype)])
+                    y = np.concatenate([y, np.zeros(B - k, y.dtype)])
+                self.batches.append((fl.from_numpy(x, device=args.fl_device),
+                                     fl.from_numpy(y, device=args.fl_device),
+                                     fl.from_numpy(mask, device=args.fl_device), k))
+            self.count = n
+
+    def __call__(self, args, model):
+        import flowlite as fl
+        from flowlite.nn import functional as F
+
+        model.eval()
+        outs = []
+        with fl.no_grad():
+            for x, y, mask, _ in self.batches:
+                if self.lm:
+                    logits = model(x)
+                    logits = (logits[0] if isinstance(logits, tuple) else logits).float()
+                    V = logits.shape[-1]
+                    loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1),
+                                           reduction="sum")
+                    outs.append((loss, None, None))
+                else:
+                    if args.precision == "bf16":
+                        x = x.to(fl.bfloat16)
+                    logits = model(x).float()
+                    losses = F.cross_entropy(logits, y, reduction="none")
+                    pred = logits.argmax(1)
+                    correct = ((pred == y) & mask).sum()
+                    outs.append(((losses * mask).sum(), correct, pred))
+                fl.sync()    # one execution per batch; values are read after the loop
+        model.train()
+        loss = sum(o[0].item() for o in outs) / self.count
+        if self.lm:
+            return {"val_loss": loss, "val_perplexity": math.exp(min(loss, 50.0))}
+        correct = sum(int(o[1].item()) for o in outs)
+        preds = np.concatenate([o[2].numpy()[:k] for o, (_, _, _, k) in zip(outs, self.batches)])
+        return {"test_accuracy": correct / self.count, "test_loss": loss,
+                "correct": correct, "total": self.count, "predictions": preds}
+
+
+# ------------------------------------------------------------------------------ checkpoints
+
+
+def checkpoint_path(directory, step):
+    return os.path.join(directory, f"step_{step:08d}.ckpt")
+
+
+def list_checkpoints(directory):
+    found = []
+    for path in glob.glob(os.path.join(directory, "step_*.ckpt")):
+        m = re.fullmatch(r"step_(\d+)\.ckpt", os.path.basename(path))
+        if m:
+            found.append((int(m.group(1)), path))
+    return [p for _, p in sorted(found)]
+
+
+def resolve_resume(args):
+    target = args.resume
+    if target == "latest":
+        if args.checkpoint_dir is None:
+            raise CLIError("--resume without a path needs --checkpoint-dir (or pass the "
+                           "checkpoint file or its folder: --resume PATH)")
+        target = args.checkpoint_dir
+    if os.path.isdir(target):
+        found = list_checkpoints(target)
+        if not found:
+            raise CLIError(f"--resume: no checkpoint (step_*.ckpt) in {target}")
+        return found[-1]
+    if not os.path.isfile(target):
+        raise CLIError(f"--resume: checkpoint {target} not found")
+    return target
+
+
+# Settings a resumed run must share with the run that wrote the checkpoint.
+RUN_KEYS = ("model", "data", "batch_size", "optimizer", "schedule", "precision", "seed")
+
+
+def save_checkpoint(args, directory, state):
+    import flowlite as fl
+
+    os.makedirs(directory, exist_ok=True)
+    path = checkpoint_path(directory, state["step"])
+    fl.save(state, path)          # atomic: a temporary file renamed over the target
+    for old in list_checkpoints(directory)[:-KEEP_CHECKPOINTS]:
+        try:
+            os.remove(old)
+        except OSError:
+            pass
+    return path
+
+
+# ---------------------------------------------------------------------------------- progress
+
+
+class Progress:
+    """tqdm when installed (and not --quiet), else a plain line every few seconds."""
+
+    def __init__(self, args, start, total, lm):
+        self.quiet, self.total, self.lm = args.quiet, total, lm
+        self.bar = None
+        self.last_print = time.perf_counter()
+        self.t0, self.s0 = time.perf_counter(), start
+        if not self.quiet:
+            try:
+                from tqdm import tqdm
+                self.bar = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True,
+                                desc=f"{args.model}", leave=True)
+            except ImportError:
+                pass
+
+    def update(self, step, loss, acc, force=False):
+        if self.quiet:
+            return
+        fields = {"loss": f"{loss:.4f}"}
+        if acc is not None:
+            fields["acc"] = f"{100 * acc:.1f}%"
+        if self.bar is not None:
+            self.bar.n = step
+            self.bar.set_postfix(fields, refresh=False)
+            self.bar.refresh()
+            return
+        now = time.perf_counter()
+        if force or now - self.last_print >= 5.0:
+            rate = (step - self.s0) / max(now - self.t0, 1e-9)
+            extra = "".join(f"  {k} {v}" for k, v in fields.items())
+            print(f"step {step}/{self.total}{extra}  {rate:.1f} steps/s", flush=True)
+            self.last_print = now
+
+    def write(self, text):
+        if self.quiet:
+            return
+        if self.bar is not None:
+            self.bar.write(text)
+        else:
+            print(text, flush=True)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+# ---------------------------------------------------------------------------------- main run
+
+
+def select_device(args):
+    import flowlite as fl
+
+    if args.device is None:
+        return fl.default_device()
+    try:
+        dev = fl.device(args.device)
+    except (RuntimeError, ValueError) as e:
+        raise CLIError(f"--device {args.device}: {e}") from None
+    fl.set_default_device(dev)
+    return dev
+
+
+def run(args):
+    t_start = _PROCESS_START
+    import flowlite as fl
+
+    counters0 = fl.metrics.counters()
+    args.fl_device = select_device(args)
+    lm = args.model in LANGUAGE_MODELS
+    ds = load_data(args)
+    fl.manual_seed(args.seed)
+    model = build_model(args, ds)
+    if args.precision == "bf16":
+        model.to(fl.bfloat16)
+    opt = build_optimizer(args, model.parameters())
+
+    loader = make_loader(args, ds, lm)
+    total = args.steps if args.steps is not None else args.epochs * len(loader)
+    sched = build_scheduler(args, opt, total)
+    evaluator = Evaluator(args, ds, lm)
+    eval_every = args.eval_every or (len(loader) if not lm else 500)
+
+    history = {"loss": [], "acc": [], "evals": []}
+    step = 0
+    if args.resume is not None:
+        path = resolve_resume(args)
+        try:
+            ck = fl.load(path)
+        except (OSError, ValueError) as e:
+            raise CLIError(f"--resume: {e}") from None
+        run_cfg = ck.get("run", {})
+        for k in RUN_KEYS:
+            if run_cfg.get(k) != getattr(args, k):
+                raise CLIError(f"--resume: {path} was written with --{k.replace('_', '-')} "
+                               f"{run_cfg.get(k)}, this run has {getattr(args, k)}")
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        if sched is not None and ck.get("scheduler") is not None:
+            sched.load_state_dict(ck["scheduler"])
+        fl.set_rng_state(ck["rng"].to(args.fl_device))
+        step = int(ck["step"])
+        history = {"loss": [float(v) for v in ck["history"]["loss"]],
+                   "acc": [float(v) for v in ck["history"]["acc"]],
+                   "evals": list(ck["history"]["evals"])}
+        fl.sync()
+
+    if not args.quiet:
+        what = ds.describe() if not lm else repr(ds)
+        n_params = sum(p.numel() for p in model.parameters())
+        print(f"{args.model} ({n_params:,} parameters) on {what}; device {args.fl_device}; "
+              f"{total} steps of batch {args.batch_size}"
+              + (f"; resuming at step {step}" if step else ""), flush=True)
+
+    def state_dict():
+        return {
+            "model": model.state_dict(),
+            "optimizer": opt.state_dict(),
+            "scheduler": sched.state_dict() if sched is not None else None,
+            "step": step,
+            "epoch": step // len(loader),
+            "batch_in_epoch": step % len(loader),
+            "rng": fl.get_rng_state(args.fl_device),
+            "history": {"loss": np.asarray(history["loss"], np.float32),
+                        "acc": np.asarray(history["acc"], np.float32),
+                        "evals": history["evals"]},
+            "run": {k: getattr(args, k) for k in RUN_KEYS},
+        }
+
+    ckpt_dir = args.checkpoint_dir or os.path.join("checkpoints", args.model)
+    stop = {"requested": False}
+
+    def on_sigint(signum, frame):
+        # Ctrl-C only raises a flag: the loop stops at the next step boundary, where every
+        # tensor is consistent, and saves a checkpoint. A second Ctrl-C stops at once.
+        if stop["requested"]:
+            raise KeyboardInterrupt
+        stop["requested"] = True
+        progress.write("Ctrl-C: stopping after this step and saving a checkpoint "
+                       "(Ctrl-C again to quit without saving)")
+
+    progress = Progress(args, step, total, lm)
+    pending = []              # (loss, correct) tensors of steps not yet read on the host
+    start_step = step
+    eval_batches = 0
+    eval_time = 0.0
+    batch_size = args.batch_size
+
+    def flush():
+        """Read the recorded losses: they were materialised by their step's own execution."""
+        for loss_t, correct_t in pending:
+            history["loss"].append(float(loss_t.item()))
+            history["acc"].append(float(correct_t.item()) / batch_size
+                                  if correct_t is not None else float("nan"))
+        pending.clear()
+
+    def evaluate():
+        nonlocal eval_batches, eval_time
+        t = time.perf_counter()
+        result = evaluator(args, model)
+        eval_time += time.perf_counter() - t
+        eval_batches += len(evaluator.batches)
+        entry = {"step": step, **{k: v for k, v in result.items()
+                                  if isinstance(v, float)}}
+        history["evals"].append(entry)
+        return result
+
+    def describe(result):
+        if lm:
+            return (f"val loss {result['val_loss']:.4f} nats/char "
+                    f"(perplexity {result['val_perplexity']:.2f})")
+        return f"test accuracy {100 * result['test_accuracy']:.2f}%"
+
+    try:
+        previous_handler = signal.signal(signal.SIGINT, on_sigint)
+    except ValueError:          # not the main thread: no Ctrl-C handling
+        previous_handler = None
+    t_steady = None
+    last_ui = 0.0
+    result = None
+    interrupted = False
+    data_iter = batches_from(loader, step)
+    try:
+        model.train()
+        while step < total:
+            x, y = next(data_iter)
+            loss, correct = loss_and_metric(args, model, x, y, lm)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()                  # ONE executable: forward + backward + update
+            if sched is not None:
+                sched.step()            # new lr: data for the next step, no recompile
+            step += 1
+            pending.append((loss, correct))
+            if t_steady is None:        # the first step of a process includes its compile
+                t_steady = time.perf_counter()
+            now = time.perf_counter()
+            if now - last_ui > 0.25 or step == total:
+                flush()                 # reading values waits for the device: not every step
+                recent = history["acc"][-len(loader):]
+                progress.update(step, history["loss"][-1],
+                                None if lm else float(np.mean(recent)), force=step == total)
+                last_ui = now
+            if step % eval_every == 0 and step < total:
+                result = evaluate()
+                progress.write(f"step {step}: {describe(result)}")
+            if args.checkpoint_every and step % args.checkpoint_every == 0 and step < total:
+                flush()
+                save_checkpoint(args, ckpt_dir, state_dict())
+            if stop["requested"]:
+                interrupted = True
+                break
+    finally:
+        if previous_handler is not None:
+            signal.signal(signal.SIGINT, previous_handler)
+        progress.close()
+        data_iter.close()       # stops the loader's prefetch thread
+    flush()
+    fl.sync()
+    steady_time = time.perf_counter() - t_steady - eval_time if t_steady is not None else 0.0
+
+    if interrupted:
+        fl.sync()
+        path = save_checkpoint(args, ckpt_dir, state_dict())
+        print(f"interrupted at step {step}/{total}: checkpoint saved to {path}\n"
+              f"resume with: python train.py {' '.join(_resume_argv(args, path))}",
+              file=sys.stderr, flush=True)
+        return 130
+
+    result = evaluate()
+    saved = None
+    if args.checkpoint_dir is not None:
+        saved = save_checkpoint(args, ckpt_dir, state_dict())
+
+    counters = fl.metrics.counters()
+    if args.sample:
+        show_samples(args, model, ds, lm, result)
+    compiles = counters["compiles"] - counters0["compiles"]
+    executions = counters["executions"] - counters0["executions"]
+    seconds = time.perf_counter() - t_start
+    steps_run = step - start_step
+    # Steady-state rate: every step after the first (which compiles), evaluation excluded.
+    steps_per_s = (steps_run - 1) / steady_time if steps_run > 1 and steady_time > 0 else 0.0
+    tail = history["loss"][-min(len(history["loss"]), max(1, len(loader) if not lm else 50)):]
+    train_loss = float(np.mean(tail)) if tail else float("nan")
+
+    summary = {
+        "model": args.model, "data": args.data, "steps": step, "steps_run": steps_run,
+        "epochs": step / len(loader), "batch_size": args.batch_size, "lr": args.lr,
+        "optimizer": args.optimizer, "schedule": args.schedule, "precision": args.precision,
+        "device": str(args.fl_device), "seed": args.seed,
+        "train_loss": train_loss,
+        "seconds": seconds, "steps_per_s": steps_per_s,
+        "compiles": compiles, "executions": executions, "eval_batches": eval_batches,
+        "losses": history["loss"], "evals": history["evals"],
+    }
+    if lm:
+        summary.update(val_loss=result["val_loss"], val_perplexity=result["val_perplexity"],
+                       unigram_entropy=ds.unigram_entropy(), vocab_size=ds.vocab_size)
+    else:
+        summary.update(test_accuracy=result["test_accuracy"], test_loss=result["test_loss"])
+    if saved:
+        summary["checkpoint"] = saved
+
+    print_summary(args, summary, lm)
+    if args.metrics_json:
+        write_json(args.metrics_json, summary)
+    if args.plot:
+        plot(args.plot, summary, lm)
+    return 0
+
+
+def _resume_argv(args, path):
+    out = []
+    for flag in ("model", "data", "data_dir", "text_file", "epochs", "steps", "batch_size",
+                 "lr", "optimizer", "weight_decay", "schedule", "device", "seed", "precision"):
+        v = getattr(args, flag)
+        if v is not None and (flag not in ("epochs",) or args.steps is None):
+            out += [f"--{flag.replace('_', '-')}", str(v)]
+    return out + ["--resume", path]
+
+
+def show_samples(args, model, ds, lm, result):
+    import flowlite as fl
+
+    if not lm:
+        preds = result["predictions"][:args.sample]
+        truth = ds.test_y[:args.sample]
+        pairs = " ".join(f"{p}{'' if p == t else f'(≠{t})'}" for p, t in zip(preds, truth))
+        print(f"test predictions (first {len(preds)}; (≠y) marks a mistake): {pairs}")
+        return
+    prompt_text = "def "
+    try:
+        ids = ds.encode(prompt_text)
+    except ValueError:
+        ids = ds.val[:4]
+        prompt_text = ds.decode(ids)
+    prompt = fl.from_numpy(np.asarray(ids, np.int32)[None], device=args.fl_device)
+    out = model.generate(prompt, args.sample, temperature=0.8, top_k=None)
+    text = ds.decode(out.numpy()[0])
+    print(f"--- sample ({args.sample} characters after {prompt_text!r}, temperature 0.8) ---")
+    print(text)
+    print("---")
+
+
+def print_summary(args, s, lm):
+    if lm:
+        metric = (f"val loss {s['val_loss']:.4f} nats/char (perplexity {s['val_perplexity']:.2f}; "
+                  f"unigram entropy {s['unigram_entropy']:.4f})")
+    else:
+        metric = f"test accuracy {100 * s['test_accuracy']:.2f}% (test loss {s['test_loss']:.4f})"
+    other = s["executions"] - s["steps_run"] - s["eval_batches"]
+    lines = [
+        f"{args.model} on {args.data}: {metric}; train loss {s['train_loss']:.4f}",
+        f"{s['steps']} steps ({s['steps_run']} this run) in {s['seconds']:.1f} s wall, "
+        f"{s['steps_per_s']:.1f} steps/s; flowlite: {s['compiles']} compiles, "
+        f"{s['executions']} executions = {s['steps_run']} steps + {s['eval_batches']} eval "
+        f"batches + {other} other",
+    ]
+    if args.quiet:
+        lines = lines[:1]
+    print("\n".join(lines), flush=True)
+
+
+def write_json(path, summary):
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        tmp = f"{path}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(summary, f, indent=1)
+        os.replace(tmp, path)
+    except OSError as e:
+        print(f"train.py: error: cannot write --metrics-json {path}: {e}", file=sys.stderr)
+
+
+def plot(path, summary, lm):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    losses = np.asarray(summary["losses"])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    ax1.plot(np.arange(1, len(losses) + 1), losses, lw=0.5, alpha=0.4, label="per step")
+    w = max(1, len(losses) // 50)
+    if w > 1:
+        smooth = np.convolve(losses, np.ones(w) / w, mode="valid")
+        ax1.plot(np.arange(w, len(losses) + 1), smooth, label=f"mean of {w}")
+    ax1.set_xlabel("step")
+    ax1.set_ylabel("training loss")
+    ax1.legend()
+    key = "val_loss" if lm else "test_accuracy"
+    evals = [e for e in summary["evals"] if key in e]
+    ax2.plot([e["step"] for e in evals], [e[key] for e in evals], marker="o")
+    ax2.set_xlabel("step")
+    ax2.set_ylabel(key.replace("_", " "))
+    fig.suptitle(f"{summary['model']} on {summary['data']}")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as e:
+        print(f"train.py: error: cannot write --plot {path}: {e}", file=sys.stderr)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.device == "cpu" and "JAX_PLATFORMS" not in os.environ:
+        os.environ["JAX_PLATFORMS"] = "cpu"     # do not probe for accelerators
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        return run(args)
+    except CLIError as e:
+        print(f"train.py: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("train.py: interrupted (no checkpoint written)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
