@@ -22,8 +22,10 @@ import types
 import weakref
 
 import jax
+import numpy as np
 
 from . import executor, ir, metrics
+from . import random as _random
 from .tensor import Tensor
 
 _DATA = ir.DATA
@@ -51,7 +53,7 @@ class _Recording:
 class _Plan:
     __slots__ = ("exe", "sources", "scalar_src", "root_targets", "grad_targets", "ret_tree",
                  "ret_roots", "donate", "state_meta", "const_owners", "scalar_dtypes",
-                 "rng_delta")
+                 "rng_delta", "out_meta", "pack_layout")
 
 
 def _leaf_arrays(flat_args):
@@ -253,6 +255,13 @@ class CompiledFunction:
         plan.ret_roots = ret_roots
         plan.donate = donate
         plan.state_meta = [(leaf.shape, leaf.dtype) for leaf in leaves]
+        from .device import default_device
+        plan.out_meta = [(r.shape, r.dtype, ir.intern_sig((_DATA, (), r.shape, r.dtype, 0)),
+                          r.device or default_device()) for r in roots]
+        groups = {}
+        for i, sc in enumerate(scalars):
+            groups.setdefault(sc.dtype, []).append(i)
+        plan.pack_layout = [(d.np, groups[d]) for d in sorted(groups, key=lambda d: d.name)]
         plan.const_owners = _const_owners(sources)
         info["plan"] = plan
         return info
@@ -296,49 +305,47 @@ class CompiledFunction:
                 return _FALLBACK
             if _getrefcount(n.value) != 3:   # n.value, args list, getrefcount arg
                 return _FALLBACK
-        from . import random as _random
         rng_base = _random._counter[0]
         if plan.scalar_src:
-            vals = []
-            for s in plan.scalar_src:
-                if s[0] == "rng":
-                    vals.append((rng_base + s[1]) % (2 ** 32))
-                elif s[0] == "hp":
-                    opt = s[1]()
+            scalars = []
+            hp_cache = {}
+            for src in plan.scalar_src:
+                kind = src[0]
+                if kind == "v":
+                    scalars.append(src[1])
+                elif kind == "rng":
+                    scalars.append((rng_base + src[1]) % 4294967296)
+                else:
+                    opt = src[1]()
                     if opt is None:
                         return _FALLBACK
-                    vals.append((opt, s[2], s[3]))
-                else:
-                    vals.append(s[1])
-            scalars = []
-            for v, s in zip(vals, plan.scalar_src):
-                if s[0] == "hp":
-                    opt, gi, name = v
-                    key, hyper = opt._tx_for(gi)
-                    if key != s[4]:      # an option changed the update's structure: retrace
+                    ck = (id(opt), src[2])
+                    kh = hp_cache.get(ck)
+                    if kh is None:
+                        kh = hp_cache[ck] = opt._tx_for(src[2])
+                    if kh[0] != src[4]:      # an option changed the update's structure
                         return _FALLBACK
-                    v = float(hyper[name].item() if isinstance(hyper[name], Tensor)
-                              else hyper[name])
-                scalars.append(v)
+                    v = kh[1][src[3]]
+                    scalars.append(float(v.item() if isinstance(v, Tensor) else v))
             args.append(_pack(plan, scalars))
         del nodes
         outs = plan.exe.fn(*args)
         del args
         _random._counter[0] = rng_base + plan.rng_delta
-        metrics._C["executions"] += 1
-        metrics._C["cache_hits"] += 1
-        metrics._C["replays"] += 1
+        C = metrics._C
+        C["executions"] += 1
+        C["cache_hits"] += 1
+        C["replays"] += 1
         self.replays += 1
         new_nodes = []
-        for j, v in enumerate(outs):
-            shape, dtype = tuple(v.shape), _dtype_of(v)
-            node = ir.data_node(v, shape, dtype, None)
+        make = ir.data_node_fast
+        for v, (shape, dtype, sig, device), targets in zip(outs, plan.out_meta,
+                                                          plan.root_targets):
+            node = make(v, shape, dtype, device, sig)
             new_nodes.append(node)
-            for r in plan.root_targets[j]:
+            for r in targets:
                 t = r()
                 if t is not None:
-                    if node.device is None:
-                        node.device = t._node.device
                     t._node = node
         for r, j in plan.grad_targets:
             p = r()
@@ -347,10 +354,6 @@ class CompiledFunction:
                     p.grad._node = new_nodes[j]
                 else:
                     p.grad = Tensor(new_nodes[j])
-        for node in new_nodes:
-            if node.device is None:
-                from .device import default_device
-                node.device = default_device()
         ret = []
         for kind, v in plan.ret_roots:
             if kind == "root":
@@ -374,11 +377,7 @@ def _same_consts(prev, info):
 
 def _pack(plan, scalars):
     # same layout as executor._pack_scalars: one array per dtype, sorted by dtype name
-    import numpy as np
-    by = {}
-    for s, v in zip(plan.scalar_dtypes, scalars):
-        by.setdefault(s, []).append(v)
-    return tuple(np.asarray(v, dtype=d.np) for d, v in sorted(by.items(), key=lambda kv: kv[0].name))
+    return tuple(np.array([scalars[i] for i in idx], dtype=d) for d, idx in plan.pack_layout)
 
 
 def _opt_key(site):
@@ -407,11 +406,26 @@ def _guard_value(v):
     except Exception:  # nn not importable: no module guards
         Module = None
     if Module is not None and isinstance(v, Module):
-        return ("module", id(v), tuple(m.training for m in v.modules()))
+        return ("module", id(v), _module_modes(v))
     if isinstance(v, (list, tuple)) and len(v) < 16 and all(
             isinstance(x, (int, float, bool, str, type(None))) for x in v):
         return (type(v), tuple(v))
     return ("obj", id(v))
+
+
+_mode_cache: dict = {}
+
+
+def _module_modes(m):
+    """train/eval flags of a module tree, recomputed only after some train()/eval() call."""
+    from .nn import module as _m
+    version = _m.MODE_VERSION[0]
+    hit = _mode_cache.get(id(m))
+    if hit is not None and hit[0] == version and hit[1]() is m:
+        return hit[2]
+    flags = tuple(x.training for x in m.modules())
+    _mode_cache[id(m)] = (version, weakref.ref(m), flags)
+    return flags
 
 
 def _const_owners(sources):

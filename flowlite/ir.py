@@ -84,5 +84,20 @@ def data_node(value, shape, dtype, device) -> Node:
     return Node(DATA, (), (), shape, dtype, device, value)
 
 
+def data_node_fast(value, shape, dtype, device, sig) -> Node:
+    """A data leaf with a precomputed signature (flowlite.compile's replay hot path)."""
+    n = Node.__new__(Node)
+    n.op = DATA
+    n.inputs = ()
+    n.attrs = ()
+    n.shape = shape
+    n.dtype = dtype
+    n.device = device
+    n.value = value
+    n.site = None
+    n.sig = sig
+    return n
+
+
 def scalar_node(value, dtype) -> Node:
     return Node(SCALAR, (), (), (), dtype, None, value)

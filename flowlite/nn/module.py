@@ -109,6 +109,9 @@ def _addindent(s, n):
     return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
 
 
+MODE_VERSION = [0]   # bumped whenever some module's train/eval mode changes
+
+
 class Module:
     """Base class of every layer and model (PyTorch's `nn.Module`)."""
 
@@ -373,6 +376,8 @@ class Module:
     def train(self, mode: bool = True) -> "Module":
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
+        if self.training != mode:
+            MODE_VERSION[0] += 1     # lets flowlite.compile's guard skip re-walking modules
         self.training = mode
         for m in self.children():     # recursive calls, so subclasses may override train()
             m.train(mode)
