@@ -669,7 +669,23 @@ def _shape_arg(shape):
     return tuple(builtins.int(s) for s in shape)
 
 
+_reshape_cache: dict = {}
+
+
 def reshape(x, *shape):
+    old = x._node.shape
+    if len(shape) == 1 and type(shape[0]) is not int:
+        shape = tuple(shape[0])
+    key = (old, shape)
+    hit = _reshape_cache.get(key)
+    if hit is not None:
+        return x if hit == old else apply(P.reshape, (x,), (hit,), hit, x._node.dtype)
+    r = _reshape_slow(x, shape)
+    _reshape_cache[key] = r._node.shape
+    return r
+
+
+def _reshape_slow(x, shape):
     shape = _shape_arg(shape)
     old = x._node.shape
     if shape == old:
@@ -748,7 +764,23 @@ def unsqueeze(x, dim):
     return reshape(x, shp[:d] + (1,) + shp[d:])
 
 
+_perm_cache: dict = {}
+
+
 def permute(x, *dims):
+    shp = x._node.shape
+    if len(dims) == 1 and type(dims[0]) is not int:
+        dims = tuple(dims[0])
+    key = (shp, dims)
+    hit = _perm_cache.get(key)
+    if hit is not None:            # validated before: (perm, out shape) or True for identity
+        return x if hit is True else apply(P.transpose, (x,), (hit[0],), hit[1], x._node.dtype)
+    r = _permute_slow(x, dims)
+    _perm_cache[key] = True if r is x else (r._node.attrs[0], r._node.shape)
+    return r
+
+
+def _permute_slow(x, dims):
     dims = _shape_arg(dims)
     nd = len(x._node.shape)
     if len(dims) != nd:
@@ -770,7 +802,7 @@ def transpose(x, dim0, dim1):
     a, b = _norm_dim(dim0, nd, "transpose"), _norm_dim(dim1, nd, "transpose")
     p = list(range(nd))
     p[a], p[b] = p[b], p[a]
-    return permute(x, p)
+    return permute(x, tuple(p))
 
 
 def t(x):
@@ -1110,7 +1142,52 @@ def _basic_index(x, spec):
     return reshape(x, tuple(out_shape))
 
 
+_basic_cache: dict = {}
+_BASIC_TYPES = (int, slice, type(None), type(Ellipsis))
+
+
+def _basic_key(idx):
+    """A hashable key for an index made only of ints, slices, None and Ellipsis (else None)."""
+    if type(idx) is not tuple:
+        idx = (idx,)
+    key = []
+    for i in idx:
+        t = type(i)
+        if t is slice:
+            key.append((i.start, i.stop, i.step))
+        elif t is int or i is None or i is Ellipsis:
+            key.append(i)
+        else:
+            return None
+    return tuple(key)
+
+
 def getitem(x, idx):
+    key = _basic_key(idx)
+    if key is not None:
+        n = x._node
+        ck = (n.shape, key)
+        plan = _basic_cache.get(ck)
+        if plan is None:
+            spec, _, _ = _parse_index(x, idx)
+            r = _basic_index(x, spec)
+            # remember the resulting (slice attrs, slice shape, final shape) for this index
+            rn = r._node
+            if rn.op is P.reshape:
+                src = rn.inputs[0]
+            else:
+                src = rn
+            sl = (src.attrs, src.shape) if src.op is P.slice_ else None
+            _basic_cache[ck] = (sl, rn.shape)
+            return r
+        sl, out_shape = plan
+        dt = n.dtype
+        if sl is not None:
+            x = apply(P.slice_, (x,), sl[0], sl[1], dt)
+            if sl[1] == out_shape:
+                return x
+        return apply(P.reshape, (x,), (out_shape,), out_shape, dt) if x._node.shape != \
+            out_shape else x
     spec, tensors, basic = _parse_index(x, idx)
     if basic:
         return _basic_index(x, spec)
