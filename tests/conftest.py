@@ -187,6 +187,43 @@ def _compare_grads(got, ref_grads, arrays, wrt, rtol, atol, what):
                                    err_msg=f"grad of {what} wrt input {i}")
 
 
+def check_grad2(fl_fn, jnp_fn, *arrays, wrt=None, rtol=1e-8, atol=1e-10, seed=0):
+    """Second order: the gradient of ||grad <ct, f(x)>||^2 (flowlite's create_graph=True tape
+    differentiating its own VJPs) against jax, float64.  `fl_fn`/`jnp_fn` return one array."""
+    assert jax.config.jax_enable_x64, "check_grad2 compares in float64: use the x64 fixture"
+    arrays = [np.asarray(a) for a in arrays]
+    if wrt is None:
+        wrt = [i for i, a in enumerate(arrays) if a.dtype.kind == "f"]
+    ts = [fl.from_numpy(a) for a in arrays]
+    for i in wrt:
+        ts[i].requires_grad_(True)
+    out = fl_fn(*ts)
+    ct = np.random.default_rng(seed).standard_normal(tuple(out.shape))
+    inputs = [ts[i] for i in wrt]
+    firsts = fl.grad((out * fl.from_numpy(ct)).sum(), inputs, create_graph=True,
+                     allow_unused=True)
+    total = None
+    for g in firsts:
+        if g is not None and g.requires_grad:
+            total = (g * g).sum() if total is None else total + (g * g).sum()
+    got = fl.grad(total, inputs, allow_unused=True) if total is not None else [None] * len(wrt)
+    fl.sync()
+
+    def first(*diff):
+        full = list(arrays)
+        for i, d in zip(wrt, diff):
+            full[i] = d
+        return jnp.sum(jnp_fn(*full) * ct)
+
+    def second(*diff):
+        gs = jax.grad(first, argnums=tuple(range(len(wrt))))(*diff)
+        return sum(jnp.sum(g * g) for g in gs)
+
+    ref = jax.jit(jax.grad(second, argnums=tuple(range(len(wrt)))))(
+        *[jnp.asarray(arrays[i]) for i in wrt])
+    _compare_grads(got, ref, arrays, wrt, rtol, atol, "||grad||^2")
+
+
 def check_fd(fl_fn, *arrays, wrt=None, eps=1e-6, rtol=1e-5, atol=1e-7, seed=1):
     """flowlite's gradient of <ct, fl_fn(x)> against central finite differences (float64).
 

@@ -103,6 +103,8 @@ def test_parameter_basics():
 
 def test_train_eval_zero_grad_apply_requires_grad():
     net = Net()
+    # fixed values, so the syncs below never compile the (lazy, random) initialisation
+    net.load_state_dict({k: np.zeros(tuple(v.shape)) for k, v in net.state_dict().items()})
     assert net.training and net.block.bn.training
     net.eval()
     assert not any(m.training for m in net.modules())

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-from conftest import check_fd, check_grad, check_values, positive, randn
+from conftest import check_fd, check_grad, check_grad2, check_values, positive, randn
 
 # every check here is a new program by design; flowlite's recompile advice doesn't apply
 pytestmark = pytest.mark.filterwarnings("ignore:flowlite.*recompiled:UserWarning")
@@ -315,6 +315,18 @@ def test_in_place_ops_on_non_leaves_are_differentiable():
     (y * y).sum().backward()
     np.testing.assert_allclose(y.numpy(), [2.5, 5.0, 8.5])
     np.testing.assert_allclose(x.grad.numpy(), [72.5, 0.0, -8.5])   # as computed by PyTorch
+
+
+def test_second_order_of_binary_ops(x64):
+    def make(mod):
+        def fn(x, y, p):
+            mx = fl.maximum if mod is fl else jnp.maximum
+            at = fl.atan2 if mod is fl else jnp.arctan2
+            return (x * y * x + x / (y * y + 1.0) + p ** y + 1.5 ** x + mx(x * x, y) +
+                    at(x, p) + (x - y) % p + mod.where(x > 0, x * p, y * y))
+        return fn
+    check_grad2(make(fl), make(jnp), randn(3, 4, seed=80), randn(4, seed=81),
+                positive(3, 4, seed=82))
 
 
 # ---- finite differences (float64) ---------------------------------------------------------------

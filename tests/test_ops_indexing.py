@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-from conftest import check_fd, check_grad, check_values, randn
+from conftest import check_fd, check_grad, check_grad2, check_values, randn
 
 # every check here is a new program by design; flowlite's recompile advice doesn't apply
 pytestmark = pytest.mark.filterwarnings("ignore:flowlite.*recompiled:UserWarning")
@@ -171,6 +171,30 @@ def test_one_hot_and_nonzero():
     m = fl.tensor([[True, False], [False, True]])
     assert fl.nonzero(m).tolist() == [[0, 0], [1, 1]]
     assert [t.tolist() for t in fl.where(m)] == [[0, 1], [0, 1]]
+
+
+def test_second_order_of_indexing_ops(x64):
+    gi = np.array([[0, 2], [1, 1], [2, 0]])
+    ii = np.array([2, 0, 2])
+
+    def make(mod):
+        def fn(x, src):
+            if mod is fl:
+                g, i = fl.from_numpy(gi), fl.from_numpy(ii)
+                y = x.clone()
+                y[1:, 0] = src[0, :2] * x[0, 1]
+                parts = [x[i] * x[:, 1:2], x.gather(1, g) ** 2, x.index_select(1, i) * x,
+                         x.scatter_add(0, g[:2], src) * x, y ** 2,
+                         x.take_along_dim(g, 1) * x[:, :2]]
+                return fl.cat([q.reshape(-1) for q in parts])
+            rows = jnp.arange(3)[:, None]
+            y = x.at[1:, 0].set(src[0, :2] * x[0, 1])
+            parts = [x[ii] * x[:, 1:2], x[rows, gi] ** 2, x[:, ii] * x,
+                     x.at[gi[:2], jnp.arange(2)[None, :]].add(src[:2, :2]) * x, y ** 2,
+                     x[rows, gi] * x[:, :2]]
+            return jnp.concatenate([q.reshape(-1) for q in parts])
+        return fn
+    check_grad2(make(fl), make(jnp), randn(3, 3, seed=11), randn(2, 2, seed=12))
 
 
 def test_finite_differences_indexing(x64):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-from conftest import check_fd, check_grad, check_values, randn
+from conftest import check_fd, check_grad, check_grad2, check_values, randn
 
 # every check here is a new program by design; flowlite's recompile advice doesn't apply
 pytestmark = pytest.mark.filterwarnings("ignore:flowlite.*recompiled:UserWarning")
@@ -147,6 +147,21 @@ def test_hessian_vector_product_through_matmul_and_tanh(x64):
     np.testing.assert_allclose(g.numpy(), ref[0], rtol=1e-10)
     np.testing.assert_allclose(hv.numpy(), ref[1], rtol=1e-9)
     np.testing.assert_allclose(HV.numpy(), ref[2], rtol=1e-9)
+
+
+def test_second_order_of_matmul_and_einsum(x64):
+    def make(mod):
+        def fn(a, b, v):
+            if mod is fl:
+                return fl.cat([(fl.tanh(a @ b) @ v).reshape(-1),
+                               fl.einsum("ij,jk,k->i", a, b, v) ** 2,
+                               fl.einsum("ij,ij->j", a, a * 2.0), (v @ b.T @ a.T) ** 3])
+            return jnp.concatenate([(jnp.tanh(a @ b) @ v).reshape(-1),
+                                    jnp.einsum("ij,jk,k->i", a, b, v) ** 2,
+                                    jnp.einsum("ij,ij->j", a, a * 2.0), (v @ b.T @ a.T) ** 3])
+        return fn
+    check_grad2(make(fl), make(jnp), randn(2, 3, seed=20), randn(3, 4, seed=21),
+                randn(4, seed=22))
 
 
 def test_finite_differences_linalg(x64):

@@ -2,13 +2,14 @@
 keepdim, (values, indices) results of per-dim max/min, var/std corrections, logsumexp, cumsum,
 norm, all/any, on several shapes including 0-d and size-1 dims."""
 
+import jax
 import jax.numpy as jnp
 import jax.scipy.special as jsp
 import numpy as np
 import pytest
 
 import flowlite as fl
-from conftest import check_fd, check_grad, check_values, positive, randn
+from conftest import check_fd, check_grad, check_grad2, check_values, positive, randn
 
 # every check here is a new program by design; flowlite's recompile advice doesn't apply
 pytestmark = pytest.mark.filterwarnings("ignore:flowlite.*recompiled:UserWarning")
@@ -77,8 +78,26 @@ def test_reductions_0d_and_size1_dims(x64):
 
 def test_prod_grad_with_zeros(x64):
     a = np.array([[2.0, 0.0, 3.0, 1.5], [0.0, 0.0, 2.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
-    check_grad(lambda x: (x.prod(), x.prod(1), x.prod(0, keepdim=True)),
-               lambda x: (x.prod(), x.prod(1), x.prod(0, keepdims=True)), a)
+    check_grad(lambda x: (x.prod(), x.prod(1), x.prod(0, keepdim=True), x.cumprod(1),
+                          x.cumprod(0)),
+               lambda x: (x.prod(), x.prod(1), x.prod(0, keepdims=True), jnp.cumprod(x, 1),
+                          jnp.cumprod(x, 0)), a)
+
+
+def test_prod_and_cumprod_second_order_with_zeros(x64):
+    a = np.array([[2.0, 0.0, 3.0, 1.5], [0.0, 0.0, 2.0, 1.0], [1.0, 2.0, 3.0, 4.0]])
+    x = fl.from_numpy(a).requires_grad_()
+    g, = fl.grad(x.prod(1).sum() + (x.cumprod(1) ** 2).sum(), x, create_graph=True)
+    h, = fl.grad((g * g).sum(), x)
+
+    def f(x):
+        return jnp.sum(jnp.prod(x, 1)) + jnp.sum(jnp.cumprod(x, 1) ** 2)
+
+    ref = jax.jit(lambda x: (jax.grad(f)(x), jax.grad(lambda x: jnp.sum(jax.grad(f)(x) ** 2))(x)))
+    r1, r2 = ref(a)
+    fl.sync()
+    np.testing.assert_allclose(g.numpy(), r1, rtol=1e-10)
+    np.testing.assert_allclose(h.numpy(), r2, rtol=1e-10)
 
 
 def test_max_min_return_values_and_indices():
@@ -194,6 +213,23 @@ def test_empty_and_zero_size_reductions():
                  [np.zeros(3, np.float32), np.float32(0), np.ones(3, np.float32), False, True])
     with pytest.raises(RuntimeError, match="amax"):
         fl.zeros(0).amax()
+
+
+def test_second_order_of_reductions(x64):
+    def make(mod):
+        def fn(x):
+            if mod is fl:
+                parts = [x.sum(1) ** 2, x.mean(0) ** 3, x.amax(1) * x.amin(1), x.var(1),
+                         x.std(0), x.logsumexp(1), x.norm(dim=0), x.cumsum(1).reshape(-1) ** 2,
+                         x.max(0).values ** 2, x.norm(3, dim=1)]
+                return fl.cat([q.reshape(-1) for q in parts])
+            parts = [x.sum(1) ** 2, x.mean(0) ** 3, x.max(1) * x.min(1), x.var(1, ddof=1),
+                     x.std(0, ddof=1), jsp.logsumexp(x, 1), jnp.sqrt(jnp.sum(x * x, 0)),
+                     jnp.cumsum(x, 1).reshape(-1) ** 2, x.max(0) ** 2,
+                     jnp.sum(jnp.abs(x) ** 3, 1) ** (1 / 3)]
+            return jnp.concatenate([q.reshape(-1) for q in parts])
+        return fn
+    check_grad2(make(fl), make(jnp), randn(3, 4, seed=20), rtol=1e-7)
 
 
 def test_finite_differences_reductions(x64):

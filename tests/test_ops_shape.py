@@ -8,7 +8,7 @@ import pytest
 
 import flowlite as fl
 import flowlite.ops as F
-from conftest import check_fd, check_grad, check_values, randn
+from conftest import check_fd, check_grad, check_grad2, check_values, randn
 
 # every check here is a new program by design; flowlite's recompile advice doesn't apply
 pytestmark = pytest.mark.filterwarnings("ignore:flowlite.*recompiled:UserWarning")
@@ -127,6 +127,21 @@ def test_integer_and_bool_shape_ops():
     check_values(outs, refs)
     assert fl.cat([i, fl.tensor([[0.5, 0.5, 0.5]])]).dtype is fl.float32   # cat promotes
     assert fl.cat([fl.zeros(0), fl.ones(2)]).tolist() == [1.0, 1.0]   # legacy empty 1-D skip
+
+
+def test_second_order_of_shape_ops(x64):
+    def make(mod):
+        def fn(x):
+            if mod is fl:
+                y = fl.cat([x.flip(1), x.T.reshape(2, 3), F.pad(x, (1, 0), value=2.0)[:, :3]], 0)
+                z = fl.stack([y.tril(), y.triu(1)], -1).repeat(1, 2, 1)
+                return (z.unsqueeze(0).expand(2, -1, -1, -1) ** 2).sum(0) * z
+            y = jnp.concatenate([x[:, ::-1], x.T.reshape(2, 3),
+                                 jnp.pad(x, ((0, 0), (1, 0)), constant_values=2.0)[:, :3]], 0)
+            z = jnp.tile(jnp.stack([jnp.tril(y), jnp.triu(y, 1)], -1), (1, 2, 1))
+            return (jnp.broadcast_to(z[None], (2,) + z.shape) ** 2).sum(0) * z
+        return fn
+    check_grad2(make(fl), make(jnp), randn(2, 3, seed=6))
 
 
 def test_finite_differences_shape_ops(x64):

@@ -5,13 +5,11 @@
 call; BatchNorm's running statistics and Dropout's RNG advance are pending nodes of the same
 graph, so a training step stays one executable.
 """
-from . import functional, init, utils
+from . import functional, init, layers as _layers, utils
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .layers import *  # noqa: F401,F403
-from .layers import __dict__ as _layers_dict
 from .module import Module, Parameter
 
 __all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", "functional", "init", "utils"] + sorted(
-    k for k, v in _layers_dict.items() if isinstance(v, type) and not k.startswith("_"))
-del _layers_dict
+    k for k, v in vars(_layers).items() if isinstance(v, type) and not k.startswith("_"))

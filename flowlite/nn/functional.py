@@ -296,66 +296,17 @@ def _pool_setup(x, kernel_size, stride, padding, dilation, ceil_mode, nd, op):
     return k, s, d, lead, outs, pads
 
 
-_window_grads: list = []
-
-
-def _window_grads_work() -> bool:
-    """Whether the core reduce_window primitive's gradients lower (checked once by tracing the
-    core VJP lowerings in plain JAX: no flowlite sync).  While they don't, pooling composes
-    slices / reshapes / convolutions, whose gradients do."""
-    if not _window_grads:
-        import jax
-        import jax.numpy as jnp
-        from .. import primitives as P
-        ok = True
-        try:
-            a = ("max", (1, 2), (1, 2), ((0, 0), (0, 1)))
-            x = jax.ShapeDtypeStruct((1, 3), jnp.float32)
-            g = jax.ShapeDtypeStruct((1, 2), jnp.float32)
-            jax.jit(lambda x, g: P._max_window_grad_lower(a, x, g)).lower(x, g)
-            s = ("sum", (1, 2), (1, 2), ((0, 0), (0, 1)), (1, 3))
-            jax.jit(lambda g: P._sum_window_transpose_lower(s, g)).lower(g)
-        except Exception:
-            ok = False
-        _window_grads.append(ok)
-    return _window_grads[0]
-
-
-def _needs_grad(x):
-    from ..autograd import is_grad_enabled
-    return x.requires_grad and is_grad_enabled()
-
-
-def _non_overlapping(x, k, s, pads, lead):
-    """stride == kernel and no padding: pooling is a reshape (after cropping the remainder)."""
-    if k != s or builtins.any(p != (0, 0) for p in pads):
-        return None
-    shp = x._node.shape
-    used = tuple((n // kk) * kk for n, kk in zip(shp[lead:], k))
-    if used != tuple(shp[lead:]):
-        x = F._slice_prim(x, [0] * len(shp), list(shp[:lead]) + list(used), [1] * len(shp))
-    shape = tuple(shp[:lead])
-    for n, kk in zip(used, k):
-        shape += (n // kk, kk)
-    axes = tuple(lead + 2 * i + 1 for i in range(len(k)))
-    return F.reshape(x, shape), axes
-
-
 def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd, op):
     if return_indices:
         raise NotImplementedError(f"{op}: return_indices=True is not supported by flowlite "
                                   f"(no max-unpooling); use return_indices=False")
     k, s, d, lead, outs, pads = _pool_setup(x, kernel_size, stride, padding, dilation,
                                             ceil_mode, nd, op)
-    dilated = builtins.any(v != 1 for v in d)
-    if not dilated and (not _needs_grad(x) or _window_grads_work()):
+    if builtins.all(v == 1 for v in d):
         attrs = ("max", (1,) * lead + k, (1,) * lead + s, ((0, 0),) * lead + tuple(pads))
         return F._window_raw(x, attrs)
-    if not dilated:
-        r = _non_overlapping(x, k, s, pads, lead)
-        if r is not None:
-            return F.amax(r[0], r[1])
-    # overlapping or dilated windows: the max of the k strided slices of the padded input
+    # the reduce_window primitive has no window dilation: dilated windows take the max of the
+    # k strided slices of the (-inf)-padded input
     lo = [0] * lead + [p[0] for p in pads]
     hi = [0] * lead + [p[1] for p in pads]
     fill = _NEG_INF if x.dtype.kind == "f" else builtins.int(np.iinfo(x.dtype.np).min)
@@ -404,23 +355,8 @@ def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, div
     _check_float(x, op)
     k, s, _, lead, outs, pads = _pool_setup(x, kernel_size, stride, padding, 1, ceil_mode, nd,
                                             op)
-    total = None
-    if _needs_grad(x) and not _window_grads_work():
-        r = _non_overlapping(x, k, s, pads, lead)
-        if r is not None:
-            total = F.sum(r[0], r[1])
-        else:
-            # a depthwise convolution with a ones kernel sums each window (and differentiates)
-            shp = x._node.shape
-            c = math.prod(shp[:lead])
-            xc = F.reshape(x, (1, c) + tuple(shp[lead:]))
-            ones = _const(("ones_kernel", c, k), lambda: np.ones((c, 1) + k), x.dtype,
-                          x.device)
-            total = F._conv_raw(xc, ones, (s, tuple(pads), (1,) * nd, (1,) * nd, c))
-            total = F.reshape(total, tuple(shp[:lead]) + tuple(outs))
-    if total is None:
-        attrs = ("sum", (1,) * lead + k, (1,) * lead + s, ((0, 0),) * lead + tuple(pads))
-        total = F._window_raw(x, attrs)
+    attrs = ("sum", (1,) * lead + k, (1,) * lead + s, ((0, 0),) * lead + tuple(pads))
+    total = F._window_raw(x, attrs)
     if divisor_override:
         return total / float(divisor_override)
     uniform = (count_include_pad and builtins.all(p[1] == p[0] for p in pads)) or \
@@ -533,7 +469,7 @@ def _adaptive_max(x, output_size, return_indices, nd, op):
     lead, spatial, out = _adaptive_sizes(x, output_size, nd, op)
     if builtins.all(n % o == 0 for n, o in zip(spatial, out)):
         k = tuple(n // o for n, o in zip(spatial, out))
-        return _max_pool(x, k, k, 0, 1, False, False, nd, op)
+        return F._window_raw(x, ("max", (1,) * lead + k, (1,) * lead + k, ((0, 0),) * x.ndim))
     # general case: per dim, the max over each (possibly overlapping) bin
     y = x
     for i in range(nd):

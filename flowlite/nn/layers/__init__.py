@@ -16,3 +16,6 @@ from .pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
                       MaxPool3d)
 from .transformer import TransformerEncoder, TransformerEncoderLayer
 from .upsampling import Upsample
+
+__all__ = sorted(k for k, v in dict(globals()).items()
+                 if isinstance(v, type) and not k.startswith("_"))
