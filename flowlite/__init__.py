@@ -93,6 +93,8 @@ def numel(x) -> int:
 
 __version__ = "0.1.0"
 
+from . import nn, optim, data  # noqa: E402  (fl.nn, fl.optim, fl.data like torch.nn/optim)
+
 # Lazy tracing allocates a few small objects per op; Python's full (generation-2) garbage
 # collections would rescan the ~100k long-lived objects JAX creates at import on every
 # pass.  Freezing them once keeps those pauses proportional to flowlite's own objects.

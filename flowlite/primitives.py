@@ -206,8 +206,22 @@ reduce_all = nondiff("all", lambda a, x: jnp.all(x, axis=a[0], keepdims=a[1]))
 reduce_any = nondiff("any", lambda a, x: jnp.any(x, axis=a[0], keepdims=a[1]))
 cumsum = prim("cumsum", lambda a, x: lax.cumsum(x, axis=a[0], reverse=a[1]),
               lambda a, i, o, g: (F.cumsum(g, a[0], reverse=not a[1]),))
-cumprod = prim("cumprod", lambda a, x: lax.cumprod(x, axis=a[0]),
-               lambda a, i, o, g: (F.cumsum(g * o, a[0], reverse=True) / i[0],))
+
+
+def _cumprod_vjp(a, i, o, g):
+    # d out_j / d x_i = out_j / x_i only while no zero precedes i; zero-safe, like PyTorch:
+    # before a slice's first zero use that formula, at the first zero the reverse sum of
+    # g * cumprod(x with that zero set to 1), after it 0.
+    x, axis = i[0], a[0]
+    zero = x == 0
+    seen = F.cumsum(zero, axis)
+    first = F.logical_and(zero, seen == 1)
+    regular = F.cumsum(g * o, axis, reverse=True) / F.where(zero, 1.0, x)
+    at_zero = F.cumsum(g * F.cumprod(F.where(first, 1.0, x), axis), axis, reverse=True)
+    return (F.where(seen == 0, regular, F.where(first, at_zero, 0.0)),)
+
+
+cumprod = prim("cumprod", lambda a, x: lax.cumprod(x, axis=a[0]), _cumprod_vjp)
 cummax = nondiff("cummax", lambda a, x: lax.cummax(x, axis=a[0]))
 
 # ---- shape -----------------------------------------------------------------------------------

@@ -384,6 +384,10 @@ def _wrap_node(node, edge):
 
 # ---- creation from host data -------------------------------------------------------
 def _to_device(arr, device):
+    # XLA:CPU may alias an aligned host buffer; tensors must own their data (a later write
+    # to the caller's array, or buffer donation, would otherwise cross the boundary)
+    if device.type == "cpu":
+        arr = np.array(arr, copy=True)
     mesh = getattr(device, "mesh", None)
     if mesh is not None:
         # host data bound for a mesh is a batch: split its leading dim over "data"

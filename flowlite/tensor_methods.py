@@ -147,9 +147,18 @@ Tensor.new_tensor = lambda self, data, dtype=None, device=None: F.tensor(
 
 
 # ---- in-place variants: compute out of place, then rebind the handle ------------------------
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
+
+
 def _inplace(name, fn):
     def method(self, *a, **k):
-        return self._rebind(fn(self, *a, **k), name)
+        new = fn(self, *a, **k)
+        # like PyTorch: an in-place result may narrow within its category, never cross down
+        # (a float result into an integer tensor, an integer one into a bool tensor)
+        if _CATEGORY[new.dtype.kind] > _CATEGORY[self.dtype.kind]:
+            raise RuntimeError(f"{name}: result type {new.dtype} can't be cast to the in-place "
+                               f"tensor's dtype {self.dtype} (shape {tuple(self.shape)})")
+        return self._rebind(new, name)
     method.__name__ = name
     return method
 

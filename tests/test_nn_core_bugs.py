@@ -25,9 +25,6 @@ def test_reduce_window_sum_gradient_lowers():
     np.testing.assert_array_equal(x.grad.numpy(), np.ones((1, 1, 4, 4)))
 
 
-@pytest.mark.xfail(strict=True, reason="tensor.tensor()/from_numpy: jax.device_put aliases a "
-                   "64-byte-aligned host numpy buffer on CPU (zero-copy), so a later write to "
-                   "the caller's array changes the tensor's value; torch.tensor always copies")
 def test_tensor_copies_host_data():
     raw = np.zeros(4 * 1000 + 64, np.uint8)
     off = (-raw.ctypes.data) % 64
