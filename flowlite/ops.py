@@ -1502,11 +1502,26 @@ def _explicit_einsum(eq, operands):
     return ",".join(new_specs) + "->" + out, operands, tuple(sizes[c] for c in out)
 
 
+_einsum_cache: dict = {}
+
+
 def einsum(eq, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    operands = [as_tensor(o) for o in operands]
+    operands = [o if type(o) is Tensor or isinstance(o, Tensor) else as_tensor(o)
+                for o in operands]
+    key = (eq,) + tuple(o._node.shape for o in operands)
+    hit = _einsum_cache.get(key)
+    if hit is not None and all(o.dtype is operands[0].dtype for o in operands):
+        # same equation and shapes as before: explicit equation and output shape are known
+        eq2, shape, bshapes = hit
+        ops_ = [o if o._node.shape == bs else broadcast_to(o, bs)
+                for o, bs in zip(operands, bshapes)]
+        return apply(P.einsum, tuple(ops_), (eq2,), shape, operands[0].dtype)
+    eq0 = eq
     eq, operands, shape = _explicit_einsum(eq, operands)
+    _einsum_cache[key] = (eq, shape, tuple(o._node.shape for o in operands))
+    del eq0
     dt = operands[0].dtype
     for o in operands[1:]:
         dt = _promote(dt, o.dtype)

@@ -241,6 +241,18 @@ class Tensor:
     def __hash__(self):
         return id(self)
 
+    def __deepcopy__(self, memo):
+        # nodes are immutable: a copy shares the (pending or materialised) node, no sync
+        r = memo.get(id(self))
+        if r is None:
+            r = memo[id(self)] = type(self).__new__(type(self))
+            Tensor.__init__(r, self._node)
+            if self._edge is not None and self.is_leaf:
+                r.requires_grad_(True)
+            if self.grad is not None:
+                r.grad = Tensor(self.grad._node)
+        return r
+
     def __reduce__(self):
         # pickling a tensor (e.g. by multiprocessing) copies its value
         return (_from_pickle, (self.numpy(), self.requires_grad))

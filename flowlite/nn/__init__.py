@@ -9,7 +9,8 @@ from . import functional, init, layers as _layers, utils
 from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .layers import *  # noqa: F401,F403
 from .module import Module, Parameter
+from .rnn import GRU, LSTM, RNN
 
-__all__ = ["Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
+__all__ = ["RNN", "LSTM", "GRU", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
            "ParameterDict", "functional", "init", "utils"] + sorted(
     k for k, v in vars(_layers).items() if isinstance(v, type) and not k.startswith("_"))
