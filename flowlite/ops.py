@@ -1512,7 +1512,7 @@ def einsum(eq, *operands):
                 for o in operands]
     key = (eq,) + tuple(o._node.shape for o in operands)
     hit = _einsum_cache.get(key)
-    if hit is not None and all(o.dtype is operands[0].dtype for o in operands):
+    if hit is not None and builtins.all(o.dtype is operands[0].dtype for o in operands):
         # same equation and shapes as before: explicit equation and output shape are known
         eq2, shape, bshapes = hit
         ops_ = [o if o._node.shape == bs else broadcast_to(o, bs)
