@@ -191,6 +191,25 @@ def test_integer_ops_keep_integer_dtypes():
         assert x.sum().dtype is I32 and x.cumsum(0).dtype is I32   # int64, narrowed
 
 
+def test_in_place_results_cannot_cross_down_a_category():
+    i = fl.tensor([5, 7])
+    for fn in (lambda: i.__itruediv__(2), lambda: i.add_(2.5), lambda: i.clamp_(0.5, 2.5),
+               lambda: i.exp_(), lambda: i.mul_(fl.tensor([1.5, 1.0]))):
+        with pytest.raises(RuntimeError, match="can't be cast"):
+            fn()
+    b = fl.tensor([True, False])
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        b |= fl.tensor([2, 0])
+    i += 2                                  # same category: fine, dtype kept
+    i //= 2
+    f = fl.tensor([1.5, 2.5], dtype=F16)
+    f += fl.tensor([1, 2])                  # integer into float: fine
+    f *= fl.ones((), dtype=F32)             # same category, narrowed back to float16
+    b &= fl.tensor([True, True])
+    assert i.dtype is I32 and f.dtype is F16 and b.dtype is B
+    assert i.tolist() == [3, 4] and f.tolist() == [2.5, 4.5] and b.tolist() == [True, False]
+
+
 def test_promotion_follows_the_x64_switch():
     """dtypes.promote caches canonical() results, which depend on the x64 switch: uint32 + int32
     is int64, narrowed to int32 without x64 — the cached narrow answer must not outlive it."""
