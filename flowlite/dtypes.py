@@ -101,7 +101,7 @@ _promote_cache: dict = {}
 def promote(a: DType, b: DType) -> DType:
     if a is b:
         return a
-    key = (a, b)
+    key = (a, b, bool(jax.config.jax_enable_x64))   # canonical widths follow the x64 switch
     r = _promote_cache.get(key)
     if r is None:
         if {a, b} == {float16, bfloat16}:
