@@ -34,7 +34,7 @@ import sys
 
 import numpy as np
 
-MODELS = ("mlp", "lenet", "resnet", "lstm", "gpt")
+MODELS = ("mlp", "lenet", "resnet", "lstm", "gpt", "cartpole")
 DATASETS = ("digits", "mnist", "fashion-mnist", "cifar10", "text")
 LANGUAGE_MODELS = ("lstm", "gpt")
 
@@ -51,6 +51,7 @@ DEFAULTS = {
                  schedule="cosine"),
     "gpt": dict(data="text", steps=1500, batch_size=32, lr=2e-3, optimizer="adamw",
                 schedule="cosine"),
+    "cartpole": dict(),      # reinforcement learning: models/cartpole.py has its own defaults
 }
 LM_CONTEXT = {"lstm": 64, "gpt": 64}   # characters per training window
 EVAL_BATCH = 256                        # classifier evaluation batch (fixed: one executable)
@@ -147,12 +148,24 @@ def build_parser():
     p.add_argument("--plot", default=None, metavar="PATH", help="PNG of the loss/metric curves")
     p.add_argument("--metrics-json", default=None, metavar="PATH")
     p.add_argument("--quiet", action="store_true", help="only the closing summary")
+    p.add_argument("--devices", type=positive_int, default=None,
+                   help="data-parallel over this many local devices (default: all of them)")
+    rl = p.add_argument_group("--model cartpole")
+    rl.add_argument("--n-envs", type=positive_int, default=None, help="environments per rollout")
+    rl.add_argument("--k-steps", type=positive_int, default=None, help="steps per rollout")
+    rl.add_argument("--seconds", type=positive_float, default=None, help="time budget")
+    rl.add_argument("--target", type=positive_float, default=None,
+                    help="average episode length that counts as solved (default 475)")
     return p
 
 
 def parse_args(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.model == "cartpole":
+        if args.data is not None:
+            parser.error("--model cartpole simulates its own environment; drop --data")
+        return args
     for k, v in DEFAULTS[args.model].items():
         if getattr(args, k, None) is None:
             setattr(args, k, v)
@@ -507,6 +520,35 @@ def select_device(args):
     return dev
 
 
+def setup_devices(args, model):
+    """Data parallelism over local devices: parameters replicated, every batch split along
+    its first dimension, the gradient all-reduce inside the step's one executable."""
+    import jax
+    import flowlite as fl
+
+    platform = args.fl_device.jax_device.platform
+    devs = [d for d in jax.local_devices() if d.platform == platform]
+    n = len(devs) if args.devices is None else args.devices
+    if n > len(devs):
+        raise CLIError(f"--devices {n}: only {len(devs)} {platform} device(s) available "
+                       "(on CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N)")
+    if n <= 1:
+        return None
+    if args.batch_size % n:
+        raise CLIError(f"--batch-size {args.batch_size} must be divisible by --devices {n}")
+    mesh = fl.distributed.Mesh(("data",), devices=devs[:n])
+    fl.distributed.data_parallel(model, mesh)
+    args.fl_device = mesh.device
+    return mesh
+
+
+def run_cartpole(args):
+    from models import cartpole
+
+    result = cartpole.run(args)
+    return 0 if result.get("solved", True) else 1
+
+
 def run(args):
     t_start = _PROCESS_START
     import flowlite as fl
@@ -519,6 +561,7 @@ def run(args):
     model = build_model(args, ds)
     if args.precision == "bf16":
         model.to(fl.bfloat16)
+    setup_devices(args, model)
     opt = build_optimizer(args, model.parameters())
 
     loader = make_loader(args, ds, lm)
@@ -813,7 +856,7 @@ def main(argv=None):
         os.environ["JAX_PLATFORMS"] = "cpu"     # do not probe for accelerators
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     try:
-        return run(args)
+        return run_cartpole(args) if args.model == "cartpole" else run(args)
     except CLIError as e:
         print(f"train.py: error: {e}", file=sys.stderr)
         return 2

@@ -48,12 +48,13 @@ def _trace_cost(wl, n):
     per_step, nodes, sync_cost = [], [], []
     for _ in range(n):
         wl.wait(wl.step())                      # let the device drain first
+        ops0 = fl.metrics.counters()["ops"]
         t = time.perf_counter()
         r = wl.step()
         t0, t1, t2, k = fl.metrics.last_sync
         per_step.append(t0 - t)
         sync_cost.append(t1 - t0)
-        nodes.append(k)
+        nodes.append(fl.metrics.counters()["ops"] - ops0)   # ops recorded by this step
         wl.wait(r)
     per_step.sort()
     sync_cost.sort()

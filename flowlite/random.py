@@ -40,8 +40,17 @@ def _state(device) -> Tensor:
     if t is None:
         raw = np.asarray(jax.random.key_data(jax.random.key(_seed[0] % (2 ** 63),
                                                             impl="threefry2x32")))
-        t = _keys[device] = from_numpy(raw.astype(np.uint32), device=device)
+        t = _keys[device] = _place_key(raw.astype(np.uint32), device)
     return t
+
+
+def _place_key(raw, device):
+    mesh = getattr(device, "mesh", None)
+    if mesh is not None:                   # the key is replicated, never split like a batch
+        from .distributed import put
+        from .tensor import from_jax
+        return from_jax(put(raw, mesh.replicated))
+    return from_numpy(raw, device=device)
 
 
 def next_key(device=None):
@@ -74,7 +83,7 @@ def set_rng_state(state: Tensor, device=None) -> None:
         raise ValueError(f"set_rng_state: expected a uint32 tensor of shape (4,) from "
                          f"get_rng_state(), got {state.dtype} {tuple(state.shape)}")
     v = np.asarray(state.numpy(), np.uint32)
-    _keys[device] = from_numpy(v[:2].copy(), device=device)
+    _keys[device] = _place_key(v[:2].copy(), device)
     _counter[0] = int(v[2]) | (int(v[3]) << 32)
 
 

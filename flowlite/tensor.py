@@ -28,6 +28,7 @@ _state = autograd._state
 _debug_on = [any(os.environ.get(v, "") not in ("", "0")
                  for v in ("FLOWLITE_EAGER", "FLOWLITE_TRACK_SITES"))]
 _pending = executor._pending
+from .metrics import _C  # noqa: E402  (recorded-op counter)
 
 
 class Tensor:
@@ -374,6 +375,7 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
     if shape is None:
         shape, dtype = infer(prim, attrs, nodes)
     node = _Node(prim, nodes, attrs, shape, dtype, device)
+    _C["ops"] += 1
     out = Tensor(node)
     if not prim.nondiff and _state.enabled:
         edges = tuple([t._edge for t in inputs])
