@@ -114,7 +114,16 @@ def time_first_step(step: Callable[[], Any], wait: Callable = no_wait) -> float:
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process in MiB (ru_maxrss is in KiB on Linux)."""
+    """Peak resident set size of this process in MiB.  Linux's VmHWM belongs to this program
+    alone; ru_maxrss survives execve, so a child started by a big parent would report the
+    parent's peak (ru_maxrss is the fallback where /proc is missing)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
