@@ -776,7 +776,11 @@ def permute(x, *dims):
     if hit is not None:            # validated before: (perm, out shape) or True for identity
         return x if hit is True else apply(P.transpose, (x,), (hit[0],), hit[1], x._node.dtype)
     r = _permute_slow(x, dims)
-    _perm_cache[key] = True if r is x else (r._node.attrs[0], r._node.shape)
+    if r is x:
+        _perm_cache[key] = True
+    else:
+        perm = tuple(_norm_dim(d, len(shp), "permute") for d in _shape_arg(dims))
+        _perm_cache[key] = (perm, tuple(shp[d] for d in perm))
     return r
 
 
@@ -1111,9 +1115,8 @@ def _parse_index(x, idx):
     return tuple(items), tuple(tensors), basic
 
 
-def _basic_index(x, spec):
-    """Ints, positive-step slices, None and Ellipsis: a slice + reshape, never a gather."""
-    shp = x._node.shape
+def _basic_plan(shp, spec):
+    """(slice attrs or None, sliced shape, result shape) for ints/slices/None/Ellipsis."""
     nd = len(shp)
     starts, stops, steps = [0] * nd, list(shp), [1] * nd
     out_shape = []
@@ -1137,9 +1140,25 @@ def _basic_index(x, spec):
     while dim < nd:
         out_shape.append(shp[dim])
         dim += 1
-    if (starts, stops, steps) != ([0] * nd, list(shp), [1] * nd):
-        x = _slice_prim(x, starts, stops, steps)
-    return reshape(x, tuple(out_shape))
+    if (starts, stops, steps) == ([0] * nd, list(shp), [1] * nd):
+        return None, tuple(shp), tuple(out_shape)
+    sliced = tuple(builtins.max(0, -(-(e - b) // k)) for b, e, k in zip(starts, stops, steps))
+    return (tuple(starts), tuple(stops), tuple(steps)), sliced, tuple(out_shape)
+
+
+def _apply_basic_plan(x, plan):
+    sl, sliced, out_shape = plan
+    dt = x._node.dtype
+    if sl is not None:
+        x = apply(P.slice_, (x,), sl, sliced, dt)
+    if sliced != out_shape:
+        x = apply(P.reshape, (x,), (out_shape,), out_shape, dt)
+    return x
+
+
+def _basic_index(x, spec):
+    """Ints, positive-step slices, None and Ellipsis: a slice + reshape, never a gather."""
+    return _apply_basic_plan(x, _basic_plan(x._node.shape, spec))
 
 
 _basic_cache: dict = {}
@@ -1165,29 +1184,12 @@ def _basic_key(idx):
 def getitem(x, idx):
     key = _basic_key(idx)
     if key is not None:
-        n = x._node
-        ck = (n.shape, key)
+        ck = (x._node.shape, key)
         plan = _basic_cache.get(ck)
         if plan is None:
             spec, _, _ = _parse_index(x, idx)
-            r = _basic_index(x, spec)
-            # remember the resulting (slice attrs, slice shape, final shape) for this index
-            rn = r._node
-            if rn.op is P.reshape:
-                src = rn.inputs[0]
-            else:
-                src = rn
-            sl = (src.attrs, src.shape) if src.op is P.slice_ else None
-            _basic_cache[ck] = (sl, rn.shape)
-            return r
-        sl, out_shape = plan
-        dt = n.dtype
-        if sl is not None:
-            x = apply(P.slice_, (x,), sl[0], sl[1], dt)
-            if sl[1] == out_shape:
-                return x
-        return apply(P.reshape, (x,), (out_shape,), out_shape, dt) if x._node.shape != \
-            out_shape else x
+            plan = _basic_cache[ck] = _basic_plan(x._node.shape, spec)
+        return _apply_basic_plan(x, plan)
     spec, tensors, basic = _parse_index(x, idx)
     if basic:
         return _basic_index(x, spec)

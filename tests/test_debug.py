@@ -185,3 +185,13 @@ def test_graph_size_guard_warns_with_the_start_line():
     finally:
         fl.debug.set_graph_size_threshold(200_000)
     fl.executor._pending.clear()
+
+
+def test_a_test_file_passes_in_eager_mode():
+    env = dict(os.environ, FLOWLITE_EAGER="1")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        "tests/test_ops_shape.py"], cwd=root, env=env, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert "passed" in r.stdout
