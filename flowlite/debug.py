@@ -32,6 +32,7 @@ def set_graph_size_threshold(n: int) -> None:
 def track_sites(on: bool = True) -> None:
     """Record the user's source line for every op (costs ~1 µs per op)."""
     flags["track_sites"] = bool(on)
+    _auto_track[0] = 0
     _sync_tracer_flags()
 
 
@@ -152,9 +153,12 @@ def on_compile(cause, order, leaves, scalars, roots, exe=None):
         text = f"recompile #{n} at {site}: " + "; ".join(changes)
         _explanations.append(text)
         del _explanations[:-50]
-        if not flags["track_sites"]:
-            # from now on record source lines, so the next explanation can name them
-            track_sites(True)
+        if not flags["track_sites"] or _auto_track[0]:
+            # record source lines for a while, so the next explanation can name them; the
+            # tracking (~1 µs per op) switches itself off after 50 executions without a compile
+            if not flags["track_sites"]:
+                track_sites(True)
+            _auto_track[0] = metrics._C["executions"] + 50
         if n > RECOMPILE_WARN_AFTER[0] and site not in _warned_sites:
             _warned_sites.add(site)
             warnings.warn(f"flowlite: {site} has recompiled {n} times. Last change: "
@@ -164,8 +168,14 @@ def on_compile(cause, order, leaves, scalars, roots, exe=None):
     del history[:-8]
 
 
+_auto_track = [0]   # execution count after which automatic site tracking switches off
+
+
 def on_run(cause, exe) -> None:
     """Every execution: remember which programs ran at which site (for later diffs)."""
+    if _auto_track[0] and metrics._C["executions"] > _auto_track[0]:
+        _auto_track[0] = 0
+        track_sites(False)
     h = _site_graphs.get(cause)
     summ = exe.summary
     if summ is None:
