@@ -187,7 +187,6 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
     if target_ids is not None:
         useful = set()
         memo = {}
-        order = []
         stack = [e for e, _ in root_edges]
         seen2 = set()
         while stack:                      # iterative post-order: no recursion limit
@@ -210,7 +209,6 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
                 for p in e.edges:
                     if p is not None and id(p) not in seen2:
                         stack.append(p)
-        del order
 
     prev = is_grad_enabled()
     prev_bw = _state.in_backward

@@ -210,8 +210,6 @@ def _scan_vjp(attrs, inputs, out, g):
     n_out = nc + ny + nc
     saved = [apply(P.tuple_get, (out,), (nc + ny + j, n_out),
                    (length,) + tuple(init[j].shape), init[j].dtype) for j in range(nc)]
-    y_shapes = [(length,) + tuple(program[out_refs[nc + j] - nc - nx - nk][3])
-                if out_refs[nc + j] >= nc + nx + nk else None for j in range(ny)]
     ct_final = [g[j] if g[j] is not None else F.zeros_like(init[j]) for j in range(nc)]
     ct_ys = []
     for j in range(ny):
@@ -265,7 +263,6 @@ def _scan_vjp(attrs, inputs, out, g):
     (ct_init, ct_k), ct_xs = scan(bwd_body, (ct_final, ct_k0),
                                   (saved, list(seqs), ct_ys, ct_saved),
                                   length=length, reverse=not reverse)
-    del y_shapes
     grads = []
     for c, m, gc in zip(init, float_mask_c, ct_init):
         grads.append(gc if m else None)

@@ -137,7 +137,6 @@ def _walk(roots):
     scalars = []
     flat = []
     fappend = flat.append
-    edge_count = []   # per leaf: references from pending nodes' input tuples
     for r in roots:
         if id(r) in slot:
             continue
@@ -152,7 +151,6 @@ def _walk(roots):
             if op is _DATA:
                 slot[k] = len(slot)
                 leaves.append(n)
-                edge_count.append(0)
                 fappend(n.sig)
                 stack.pop()
                 continue

@@ -1522,10 +1522,8 @@ def einsum(eq, *operands):
         ops_ = [o if o._node.shape == bs else broadcast_to(o, bs)
                 for o, bs in zip(operands, bshapes)]
         return apply(P.einsum, tuple(ops_), (eq2,), shape, operands[0].dtype)
-    eq0 = eq
     eq, operands, shape = _explicit_einsum(eq, operands)
     _einsum_cache[key] = (eq, shape, tuple(o._node.shape for o in operands))
-    del eq0
     dt = operands[0].dtype
     for o in operands[1:]:
         dt = _promote(dt, o.dtype)
