@@ -14,6 +14,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax._src.interpreters import ad as _ad
+from jax._src.lax.convolution import (_conv_general_dilated_transpose_lhs as _conv_t_lhs,
+                                      _conv_general_dilated_transpose_rhs as _conv_t_rhs)
+from jax._src.lax.windowed_reductions import _select_and_gather_add, _select_and_scatter_add
 
 from . import ops as F  # VJPs call back into the front-end (resolved at call time)
 from .autograd import _TupleCotangent
@@ -432,16 +436,26 @@ def _conv_vjp(a, i, o, g):
 conv = prim("conv", _conv, _conv_vjp)
 
 
+def _conv_transpose_kwargs(a, lhs_shape, rhs_shape):
+    strides, padding, lhs_dil, rhs_dil, groups = a[:5]
+    return dict(window_strides=strides, padding=padding, lhs_dilation=lhs_dil,
+                rhs_dilation=rhs_dil, feature_group_count=groups, batch_group_count=1,
+                dimension_numbers=lax.conv_dimension_numbers(lhs_shape, rhs_shape, None),
+                precision=None, preferred_element_type=None, out_sharding=None)
+
+
 def _conv_input_grad_lower(a, g, w):
+    # XLA's transposed convolution (the input-gradient kernel), lowered directly
     x_shape = a[5]
-    x_struct = jax.ShapeDtypeStruct(x_shape, g.dtype)
-    return jax.linear_transpose(lambda x: _conv(a, x, w), x_struct)(g)[0]
+    x = _ad.UndefinedPrimal(jax.core.ShapedArray(x_shape, g.dtype))
+    return _conv_t_lhs(g, x, w, **_conv_transpose_kwargs(a, x_shape, w.shape))
 
 
 def _conv_weight_grad_lower(a, x, g):
+    # XLA's weight-gradient convolution, lowered directly
     w_shape = a[5]
-    w_struct = jax.ShapeDtypeStruct(w_shape, x.dtype)
-    return jax.linear_transpose(lambda w: _conv(a, x, w), w_struct)(g)[0]
+    w = _ad.UndefinedPrimal(jax.core.ShapedArray(w_shape, x.dtype))
+    return _conv_t_rhs(g, x, w, **_conv_transpose_kwargs(a, x.shape, w_shape))
 
 
 conv_input_grad = prim(
@@ -475,9 +489,18 @@ reduce_window = prim("reduce_window", _window, _window_vjp)
 
 
 def _sum_window_transpose_lower(a, g):
-    x_shape = a[4]
-    return jax.linear_transpose(lambda x: _window(a[:4], x),
-                                jax.ShapeDtypeStruct(x_shape, g.dtype))(g)[0]
+    # each input element receives the sum of the cotangents of the windows covering it:
+    # pad the cotangent (interior padding undoes the stride), then sum-window it again
+    _, dims, strides, padding, x_shape = a
+    pads = []
+    for n, k, st, (lo, hi), m in zip(x_shape, dims, strides, padding, g.shape):
+        before = k - 1 - lo
+        after = n + lo + hi - k - (m - 1) * st + (k - 1 - hi)
+        pads.append((before, after, st - 1))
+    padded = lax.pad(g, np.array(0, g.dtype), pads)
+    ones = (1,) * len(dims)
+    return lax.reduce_window(padded, np.array(0, g.dtype), lax.add, dims, ones,
+                             ((0, 0),) * len(dims))
 
 
 sum_window_transpose = prim(
@@ -486,9 +509,10 @@ sum_window_transpose = prim(
 
 
 def _max_window_grad_lower(a, x, g):
-    # the scatter of g onto each window's (first) maximum: XLA's select-and-scatter
-    _, vjp_fn = jax.vjp(lambda v: _window(a, v), x)
-    return vjp_fn(g)[0]
+    # scatter g onto each window's (first) maximum: XLA's select-and-scatter, lowered
+    # directly (no autodiff of the forward)
+    _, dims, strides, padding = a
+    return _select_and_scatter_add(g, x, lax.ge_p, dims, strides, padding)
 
 
 def _max_window_grad_vjp(a, i, o, gg):
@@ -501,8 +525,10 @@ max_window_grad = prim("max_window_grad", _max_window_grad_lower, _max_window_gr
 
 
 def _max_window_select_lower(a, x, gg):
-    # gather gg at the argmax positions: jvp of the max-window in direction gg
-    return jax.jvp(lambda v: _window(a, v), (x,), (gg,))[1]
+    # gather gg at each window's maximum: XLA's select-and-gather, lowered directly
+    _, dims, strides, padding = a
+    ones = (1,) * len(dims)
+    return _select_and_gather_add(gg, x, lax.ge_p, dims, strides, padding, ones, ones)
 
 
 max_window_select = prim("max_window_select", _max_window_select_lower,

@@ -299,11 +299,6 @@ def test_gpt_generate_argument_errors():
 # ---------------------------------------------------------------- LSTM
 
 
-def _lstm_available():
-    return hasattr(nn, "LSTM")
-
-
-@pytest.mark.skipif(not _lstm_available(), reason="flowlite.nn.LSTM is not exported yet")
 def test_lstm_forward_backward_and_state():
     m = _numpy_init(models.CharLSTM(vocab_size=9, embed_dim=5, hidden_size=6, num_layers=2))
     ids = np.random.default_rng(0).integers(0, 9, (2, 7)).astype(np.int32)
@@ -319,7 +314,6 @@ def test_lstm_forward_backward_and_state():
                                    rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.skipif(not _lstm_available(), reason="flowlite.nn.LSTM is not exported yet")
 def test_lstm_generate_deterministic_and_no_recompiles():
     m = _numpy_init(models.CharLSTM(vocab_size=9, embed_dim=5, hidden_size=6, num_layers=1))
     prompt = fl.from_numpy(np.array([[1, 2, 3]], np.int32))
