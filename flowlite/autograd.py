@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import weakref
 
-from . import ir
+from . import backward_templates as _templates, ir
 from .executor import exec_epoch as _exec_epoch
 
 class _GradState(threading.local):
@@ -74,10 +74,12 @@ class AccumulateGrad:
 
 
 class GradFn:
-    __slots__ = ("prim", "attrs", "inputs", "edges", "out", "retain", "epoch", "__weakref__")
+    __slots__ = ("prim", "attrs", "inputs", "edges", "out", "retain", "epoch", "sig",
+                 "__weakref__")
 
     def __init__(self, prim, attrs, inputs, edges, out):
         self.epoch = _exec_epoch[0]
+        self.sig = out.sig        # the output's signature at creation (backward templates key)
         self.prim = prim
         self.attrs = attrs
         self.inputs = inputs      # tuple of Nodes (None once freed)
@@ -137,7 +139,7 @@ def _accumulate(a, b):
 
 
 def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs=None,
-                 accumulate=True, allow_unused=False):
+                 accumulate=True, allow_unused=False, rec_outs=None):
     """Core engine used by Tensor.backward and flowlite.grad.
 
     roots: tensors; grads: matching cotangent tensors.  If `inputs` is given,
@@ -155,7 +157,24 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
             raise RuntimeError("element 0 of tensors does not require grad and does not have a "
                                "grad_fn")
         root_edges.append((e, g))
-    _check_mid_step_syncs(root_edges)
+    if rec_outs is None:
+        _check_mid_step_syncs(root_edges)
+    recording = None
+    if inputs is None and not create_graph and len(root_edges) == 1 and rec_outs is None:
+        if _templates.enabled[0] and not _templates.rules_must_run():
+            info = _templates.tape_key(root_edges[0][0], grads[0]._node, GradFn)
+            if info is not None:
+                key, t_edges, t_env, _ = info
+                recording = _templates.lookup(key)
+                if type(recording) is _templates._Template:
+                    _templates.emit(recording, t_env, t_edges, Tensor)
+                    if not retain_graph:
+                        for e in t_edges:
+                            if type(e) is GradFn:
+                                e.inputs = None
+                    return None
+    if recording is not None:
+        return _record_backward(recording, key, t_env, t_edges, roots, grads, retain_graph)
     target_ids = None
     captured = {}
     if inputs is not None:
@@ -232,10 +251,16 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
                 for i in target_ids[k]:
                     captured[i] = g
             if isinstance(e, AccumulateGrad):
+                if rec_outs is not None and g is not None:
+                    rec_outs.append((e, g._node))
                 if target_ids is None or accumulate:
                     t = e.tensor_ref()
                     if t is not None and g is not None and target_ids is None:
-                        _accumulate_leaf(t, g, create_graph)
+                        if rec_outs is not None:
+                            with _recorder_paused():
+                                _accumulate_leaf(t, g, create_graph)
+                        else:
+                            _accumulate_leaf(t, g, create_graph)
                 continue
             if e.retain is not None and g is not None and not isinstance(g, _TupleCotangent):
                 t = e.retain()
@@ -272,6 +297,32 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
             result.append(g)
         return result
     return None
+
+
+def _record_backward(recording, key, env, edges, roots, grads, retain_graph):
+    """Run the VJP rules while recording the nodes they create (backward templates)."""
+    from .tensor import set_node_recorder
+    created, outs = [], []
+    set_node_recorder(created)
+    try:
+        run_backward(roots, grads, retain_graph=retain_graph, rec_outs=outs)
+    finally:
+        set_node_recorder(None)
+    _templates.finish_recording(recording, key, env, edges, created, outs)
+
+
+class _recorder_paused:
+    """Nodes made while accumulating into an existing .grad depend on it, not on the tape."""
+
+    def __enter__(self):
+        from .tensor import _recorder
+        self.saved = _recorder[0]
+        _recorder[0] = None
+
+    def __exit__(self, *exc):
+        from .tensor import _recorder
+        _recorder[0] = self.saved
+        return False
 
 
 def _check_mid_step_syncs(root_edges):

@@ -37,8 +37,9 @@ def track_sites(on: bool = True) -> None:
 
 
 def _sync_tracer_flags():
-    from .tensor import _debug_on
-    _debug_on[0] = bool(flags["track_sites"] or flags["eager"] or flags["anomaly"])
+    from .tensor import _debug_on, _recorder
+    _debug_on[0] = bool(flags["track_sites"] or flags["eager"] or flags["anomaly"]
+                        or _recorder[0] is not None)
 
 
 # ---- recompile explanations --------------------------------------------------------------------

@@ -10,7 +10,7 @@ import os
 import sys
 
 _C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_cache_hits": 0,
-      "donated_buffers": 0, "replays": 0, "graph_nodes": 0, "ops": 0,
+      "donated_buffers": 0, "replays": 0, "backward_templates": 0, "graph_nodes": 0, "ops": 0,
       "trace_s": 0.0, "sync_s": 0.0, "compile_s": 0.0, "execute_s": 0.0}
 _sync_causes: collections.Counter = collections.Counter()
 _compile_log: list = []

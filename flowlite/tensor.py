@@ -387,9 +387,26 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
                     _register_fn(fn)
                 break
     if _debug_on[0]:
-        from . import debug
-        debug.on_new_node(node)
+        _on_new_node(node)
     return out
+
+
+# while backward() records a template, every node made goes into this list
+_recorder: list = [None]
+
+
+def _on_new_node(node):
+    rec = _recorder[0]
+    if rec is not None:
+        rec.append(node)
+    from . import debug
+    debug.on_new_node(node)
+
+
+def set_node_recorder(rec) -> None:
+    _recorder[0] = rec
+    from . import debug
+    debug._sync_tracer_flags()
 
 
 def _wrap_node(node, edge):
