@@ -137,6 +137,7 @@ def emit(t, env, edges, Tensor):
         n.device = device
         n.value = None
         n.site = site
+        n.mark = 0
         n.sig = sig
         append(n)
     _C["ops"] += len(t.steps)

@@ -370,7 +370,7 @@ def hlo(tensors, dialect: str = "stablehlo") -> str:
 
 def executable_text(index: int = -1) -> str:
     """Optimised HLO text of a cached executable (default: the most recently compiled)."""
-    exes = list(executor._cache.values())
+    exes = executor.executables()
     if not exes:
         raise ValueError("executable_text: nothing has been compiled yet")
     return exes[index].fn.as_text()
@@ -380,7 +380,7 @@ def executables() -> list:
     """Statistics of every cached executable: inputs, outputs, donated/argument/output/
     temporary bytes, flops estimate, hits."""
     out = []
-    for exe in executor._cache.values():
+    for exe in executor.executables():
         s = dict(exe.stats or {})
         s["hits"] = exe.hits
         out.append(s)

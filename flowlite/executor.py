@@ -22,7 +22,7 @@ from .device import default_device
 from .lowering import build_executable
 
 _pending: list = []          # weakrefs to tensors created since the last sync
-_cache: dict = {}            # graph key -> Executable
+_cache: dict = {}            # graph key -> _Structure (its executables by donation set)
 _getrefcount = sys.getrefcount
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
 
@@ -129,98 +129,137 @@ def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
         _run(rs, device, cause, owners)
 
 
-def _walk(roots):
+# Every walk numbers the nodes it reaches from a fresh base upwards (Node.mark), so "seen in
+# this walk" is `mark >= base` and a node's slot is `mark - base`: no dict on the hot path.
+_mark_base = [1]
+
+
+def _walk_marked(roots):
     """One iterative post-order walk: topological order, leaf args, exact key."""
-    slot = {}
+    base = nxt = _mark_base[0]
     order = []
     leaves = []
     scalars = []
     flat = []
     fappend = flat.append
     for r in roots:
-        if id(r) in slot:
+        if r.mark >= base:
             continue
         stack = [r]
         while stack:
             n = stack[-1]
-            k = id(n)
-            if k in slot:
+            if n.mark >= base:
                 stack.pop()
                 continue
             op = n.op
-            if op is _DATA:
-                slot[k] = len(slot)
-                leaves.append(n)
+            if op is _DATA or op is _SCALAR:
+                n.mark = nxt
+                nxt += 1
+                (leaves if op is _DATA else scalars).append(n)
                 fappend(n.sig)
                 stack.pop()
                 continue
-            if op is _SCALAR:
-                slot[k] = len(slot)
-                scalars.append(n)
-                fappend(n.sig)
-                stack.pop()
-                continue
+            ins = n.inputs
             pushed = False
-            for i in n.inputs:
-                if id(i) not in slot:
+            for i in ins:
+                if i.mark < base:
                     stack.append(i)
                     pushed = True
             if pushed:
                 continue
             stack.pop()
-            slot[k] = len(slot)
+            n.mark = nxt
+            nxt += 1
             order.append(n)
             fappend(n.sig)
+            for i in ins:
+                fappend(i.mark - base)
+    _mark_base[0] = nxt
+    return order, leaves, scalars, flat, base
+
+
+def _walk(roots):
+    """(slot by id, order, leaves, scalars, flat key) — the inspection tools' view."""
+    order, leaves, scalars, flat, base = _walk_marked(roots)
+    return _slots(base, leaves, scalars, order), order, leaves, scalars, flat
+
+
+def _slots(base, *node_lists):
+    return {id(n): n.mark - base for ns in node_lists for n in ns}
+
+
+class _Structure:
+    """What a cached graph structure fixes for every run of it: which leaves may be
+    donated (an output of the same shape/dtype can reuse the buffer) and how many of the
+    graph's input tuples hold each — so a cache hit checks donations without a re-count."""
+    __slots__ = ("candidates", "out_sigs", "exes")
+
+    def __init__(self, order, leaves, roots, base):
+        avail = {}
+        for r in roots:
+            k = (r.shape, r.dtype)
+            avail[k] = avail.get(k, 0) + 1
+        uses = [0] * len(leaves)
+        pos = {id(leaf): j for j, leaf in enumerate(leaves)}
+        for n in order:
             for i in n.inputs:
-                fappend(slot[id(i)])
-    return slot, order, leaves, scalars, flat
+                j = pos.get(id(i))
+                if j is not None:
+                    uses[j] += 1
+        groups = {}
+        self.candidates = []
+        for j, leaf in enumerate(leaves):
+            k = (leaf.shape, leaf.dtype)
+            if k in avail:
+                g = groups.setdefault(k, [avail[k]])   # one shared, mutable capacity
+                self.candidates.append((j, uses[j], g))
+        self.out_sigs = [ir.intern_sig((_DATA, (), r.shape, r.dtype, 0)) for r in roots]
+        self.exes = {}    # donated leaf indices -> Executable
 
-
-def _donatable(leaves, order, slot, roots):
-    """Indices of leaves whose buffers nothing outside this graph can reach (and that an
-    output of the same shape/dtype can reuse — XLA ignores any other donation)."""
-    avail = {}
-    for r in roots:
-        k = (r.shape, r.dtype)
-        avail[k] = avail.get(k, 0) + 1
-    refs = {}
-    for n in order:
-        for i in n.inputs:
-            if i.op is _DATA:
-                refs[id(i)] = refs.get(id(i), 0) + 1
-    donate = []
-    for j in range(len(leaves)):
-        leaf = leaves[j]
-        # references: `leaves` list, `leaf`, getrefcount's argument, plus one per
-        # pending-node input tuple that holds it.  (No enumerate: it keeps a tuple alive.)
-        expected = 3 + refs.get(id(leaf), 0)
-        if _getrefcount(leaf) == expected:
+    def donatable(self, leaves):
+        """Indices of leaves whose buffers nothing outside this graph can reach."""
+        if not self.candidates:
+            return ()
+        left = {}
+        donate = []
+        for j, uses, cap in self.candidates:
+            leaf = leaves[j]
+            # references: the `leaves` list, `leaf`, getrefcount's argument, plus one per
+            # input tuple of this graph that holds it; any other holder (a tensor, the tape)
+            # means the buffer is still reachable
+            if _getrefcount(leaf) != 3 + uses:
+                continue
             v = leaf.value
             # the array itself: leaf.value, `v`, getrefcount's argument
             if isinstance(v, jax.Array) and _getrefcount(v) == 3 and not v.is_deleted():
-                k = (leaf.shape, leaf.dtype)
-                if avail.get(k, 0) > 0:
-                    avail[k] -= 1
+                k = id(cap)
+                n = left.get(k, cap[0])
+                if n > 0:
+                    left[k] = n - 1
                     donate.append(j)
-    return tuple(donate)
+        return tuple(donate)
 
 
 def _run(roots, device, cause, owners=None):
     t0 = time.perf_counter()
-    slot, order, leaves, scalars, flat = _walk(roots)
-    donate = _donatable(leaves, order, slot, roots)
-    out_slots = tuple(slot[id(r)] for r in roots)
-    key = (device, tuple(flat), out_slots, donate)
+    order, leaves, scalars, flat, base = _walk_marked(roots)
+    out_slots = tuple([r.mark - base for r in roots])
+    key = (device, tuple(flat), out_slots)
     if device.type == "mesh":   # the sharding of every input is part of the key
         key += tuple(leaf.value.sharding for leaf in leaves)
-    exe = _cache.get(key)
+    st = _cache.get(key)
+    if st is None:
+        st = _cache[key] = _Structure(order, leaves, roots, base)
+    donate = st.donatable(leaves)
+    exe = st.exes.get(donate)
     args = [leaf.value for leaf in leaves]
     if scalars:
         args.append(_pack_scalars(scalars))
     if exe is None:
         tc = time.perf_counter()
+        slot = _slots(base, leaves, scalars, order)
         exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args)
-        _cache[key] = exe
+        st.exes[donate] = exe
         metrics.note_compile(time.perf_counter() - tc, len(order), len(args), len(roots), cause)
         debug.on_compile(cause, order, leaves, scalars, roots, exe)
     else:
@@ -236,8 +275,8 @@ def _run(roots, device, cause, owners=None):
         metrics._C["donated_buffers"] += len(donate)
     t2 = time.perf_counter()
     del args
-    for r, v in zip(roots, outs):
-        r.materialize(v)
+    for r, v, sig in zip(roots, outs, st.out_sigs):
+        r.materialize(v, sig)
         if r.device is None:
             r.device = device
     metrics.note_execution(t0, t1, t2)
@@ -261,5 +300,10 @@ def clear_cache() -> None:
     _cache.clear()
 
 
+def executables() -> list:
+    """Every cached executable, oldest first."""
+    return [exe for st in _cache.values() for exe in st.exes.values()]
+
+
 def cache_size() -> int:
-    return len(_cache)
+    return len(executables())

@@ -47,7 +47,7 @@ class Node:
     """One IR node.  `op is DATA` marks a materialised value (`value` is a
     jax.Array); `op is SCALAR` a host Python scalar passed in as data."""
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "device", "sig", "value",
-                 "site", "__weakref__")
+                 "site", "mark", "__weakref__")
 
     def __init__(self, op, inputs, attrs, shape, dtype, device, value=None):
         self.op = op
@@ -58,19 +58,20 @@ class Node:
         self.device = device
         self.value = value
         self.site = None
+        self.mark = 0       # the executor's walk numbering (see executor._walk_marked)
         self.sig = intern_sig((op, attrs, shape, dtype, len(inputs)))
 
     @property
     def is_data(self) -> bool:
         return self.op is DATA
 
-    def materialize(self, value) -> None:
+    def materialize(self, value, sig=None) -> None:
         """Turn a computed node into a data leaf; its upstream graph is released."""
         self.op = DATA
         self.inputs = ()
         self.attrs = ()
         self.value = value
-        self.sig = intern_sig((DATA, (), self.shape, self.dtype, 0))
+        self.sig = sig or intern_sig((DATA, (), self.shape, self.dtype, 0))
 
     def __repr__(self):
         return f"Node({self.op.name}, shape={self.shape}, dtype={self.dtype.name})"
@@ -95,6 +96,23 @@ def data_node_fast(value, shape, dtype, device, sig) -> Node:
     n.device = device
     n.value = value
     n.site = None
+    n.mark = 0
+    n.sig = sig
+    return n
+
+
+def node_with_sig(op, inputs, attrs, shape, dtype, device, sig) -> Node:
+    """A node whose signature the caller interned once for many (bulk-recorded outputs)."""
+    n = Node.__new__(Node)
+    n.op = op
+    n.inputs = inputs
+    n.attrs = attrs
+    n.shape = shape
+    n.dtype = dtype
+    n.device = device
+    n.value = None
+    n.site = None
+    n.mark = 0
     n.sig = sig
     return n
 

@@ -21,7 +21,8 @@ from .. import executor
 from .. import primitives as P
 from ..autograd import no_grad
 from ..ir import Prim
-from ..ir import DATA, scalar_node
+from ..ir import DATA, intern_sig, node_with_sig, scalar_node
+from ..metrics import _C
 from ..ops import to_dtype
 from ..tensor import Tensor, apply, from_jax
 
@@ -34,6 +35,29 @@ def _register_tx(key, build):
     if entry is None:
         entry = _TX[key] = build()
     return key
+
+
+_proj_sigs: dict = {}
+
+
+def _rebind_outputs(node, targets, shapes, dts):
+    """Point each parameter / state tensor at its output of the update node.  The same as
+    `t._rebind(tuple_get(out, j))` under no_grad (shapes and dtypes match by construction),
+    without a Tensor per output: this runs for every parameter on every step."""
+    n = len(targets)
+    key = (shapes, dts)
+    sigs = _proj_sigs.get(key)
+    if sigs is None:
+        sigs = _proj_sigs[key] = [intern_sig((P.tuple_get, (j, n), shapes[j], dts[j], 1))
+                                  for j in range(n)]
+    ins = (node,)
+    device = node.device
+    register = executor.register_pending
+    for j in range(n):
+        t = targets[j]
+        t._node = node_with_sig(P.tuple_get, ins, (j, n), shapes[j], dts[j], device, sigs[j])
+        register(weakref.ref(t))
+    _C["ops"] += n
 
 
 def _lower_update(attrs, *xs):
@@ -236,22 +260,21 @@ class Optimizer:
         if len(live) != len(params):
             # a subset of params has grads: update them alone, keeping their state slices
             return self._record_subset(gi, live, key, hyper)
-        ps = [params[i] for i in live]
+        ps = params
         gs = [p.grad for p in ps]
         for p, g in zip(ps, gs):
-            if g.shape != p.shape:
+            if g._node.shape != p._node.shape:
                 raise RuntimeError(f"optimizer: gradient shape {tuple(g.shape)} does not match "
                                    f"parameter shape {tuple(p.shape)}")
         hps = [self._hparam(gi, k, hyper[k]) for k in hp_names]
+        targets = list(ps) + state
         inputs = tuple(ps) + tuple(gs) + tuple(state) + tuple(hps)
-        shapes = tuple(tuple(p.shape) for p in ps) + tuple(tuple(s.shape) for s in state)
-        dts = tuple(p.dtype for p in ps) + tuple(s.dtype for s in state)
+        shapes = tuple([t._node.shape for t in targets])
+        dts = tuple([t._node.dtype for t in targets])
         out = apply(optax_update, inputs,
                     (key, len(ps), treedef, hp_names, bool(group.get("maximize", False))),
                     shapes, dts)
-        n = len(shapes)
-        for j, t in enumerate(ps + state):
-            t._rebind(apply(P.tuple_get, (out,), (j, n), shapes[j], dts[j]), "optimizer.step")
+        _rebind_outputs(out._node, targets, shapes, dts)
 
     def _hparam(self, gi, name, value):
         # always data (never a baked constant) and tagged with its source, so a replayed
