@@ -417,6 +417,57 @@ def _einsum_vjp(a, i, o, g):
 
 einsum = prim("einsum", lambda a, *xs: jnp.einsum(a[0], *xs), _einsum_vjp)
 
+
+def _linear_lower(a, x, w, *b):
+    y = lax.dot_general(x, w, (((x.ndim - 1,), (1,)), ((), ())))
+    return y + b[0] if b else y
+
+
+def _linear_vjp(a, i, o, g):
+    x, w = i[0], i[1]
+    # the weight's cotangent is one (out, in) matmul over every leading dim of x
+    g2 = g if g.ndim == 2 else F.reshape(g, (-1, g.shape[-1]))
+    x2 = x if x.ndim == 2 else F.reshape(x, (-1, x.shape[-1]))
+    grads = (F.matmul(g, w), F.matmul(F.mT(g2), x2))
+    return grads + (F.sum(g2, 0),) if len(i) == 3 else grads
+
+
+# y = x Wᵀ (+ b): nn.Linear's whole forward as one node
+linear = prim("linear", _linear_lower, _linear_vjp)
+
+
+def _nll_lower(a, logp, t):
+    ignore_index, reduction = a
+    t1 = jnp.expand_dims(t, 1)
+    keep = t1 != ignore_index
+    picked = jnp.take_along_axis(logp, jnp.where(keep, t1, 0), axis=1)     # (N, 1, *)
+    loss = jnp.where(keep, -picked, jnp.zeros((), logp.dtype))
+    if reduction == "none":
+        return loss[:, 0]
+    if reduction == "sum":
+        return jnp.sum(loss)
+    return jnp.sum(loss) / jnp.sum(keep).astype(logp.dtype)
+
+
+def _nll_vjp(a, i, o, g):
+    logp, t = i
+    ignore_index, reduction = a
+    t1 = F.unsqueeze(t, 1)
+    keep = F.ne(t1, ignore_index)
+    w = F.to_dtype(keep, g.dtype)
+    if reduction == "none":
+        w = w * F.unsqueeze(g, 1)
+    elif reduction == "mean":
+        w = w * (g / F.sum(w))
+    else:
+        w = w * g
+    safe = F.where(keep, t1, 0)
+    return F._scatter_add_prim(F.zeros_like(logp), safe, -w, 1), None
+
+
+# negative log-likelihood of integer class targets (class dim 1), PyTorch's ignore_index
+nll = prim("nll", _nll_lower, _nll_vjp)
+
 # ---- neural-network primitives -----------------------------------------------------------
 # conv attrs: (strides, padding pairs, lhs_dilation, rhs_dilation, groups)
 

@@ -222,3 +222,23 @@ def test_argument_errors():
         F.dropout(x, 1.2)
     with pytest.raises(TypeError, match="floating-point"):
         F.layer_norm(fl.tensor([[1, 2]]), (2,))
+
+
+def test_linear_and_cross_entropy_second_order_gradients_match_jax(x64):
+    # both are single primitives whose VJPs are flowlite ops, so they differentiate again
+    x0, w0, b0 = randn(4, 3), randn(2, 3), randn(2)
+    t = np.array([1, 0, 1, 1])
+
+    def ref(w):
+        logits = x0 @ w.T + b0
+        return -jnp.take_along_axis(jax.nn.log_softmax(logits, 1), t[:, None], 1).mean()
+
+    w = fl.from_numpy(w0).requires_grad_(True)
+    loss = F.cross_entropy(F.linear(fl.from_numpy(x0), w, fl.from_numpy(b0)),
+                           fl.from_numpy(t))
+    (g,) = fl.grad(loss, [w], create_graph=True)
+    (gg,) = fl.grad((g * g).sum(), [w])
+    rg = jax.grad(ref)(w0)
+    rgg = jax.grad(lambda w: (jax.grad(ref)(w) ** 2).sum())(w0)
+    np.testing.assert_allclose(g.numpy(), rg, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gg.numpy(), rgg, rtol=1e-8, atol=1e-12)

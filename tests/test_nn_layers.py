@@ -88,6 +88,8 @@ def test_linear_and_bilinear(x64):
         Case(nn.Linear(5, 3, bias=False), lambda p, x: ref_linear(x, p["weight"]),
              (randn(2, 3, 5),)),
         Case(nn.Linear(5, 3), lambda p, x: ref_linear(x, p["weight"], p["bias"]), (randn(5),)),
+        Case(nn.Linear(5, 3), lambda p, x: ref_linear(x, p["weight"], p["bias"]),
+             (randn(2, 2, 3, 5),)),
         Case(nn.Bilinear(4, 3, 2),
              lambda p, a, b: jnp.einsum("ni,oij,nj->no", a, p["weight"], b) + p["bias"],
              (randn(5, 4), randn(5, 3))),

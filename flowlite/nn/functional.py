@@ -18,7 +18,8 @@ from .. import dtypes as D
 from .. import ops as F
 from .. import random as R
 from ..autograd import no_grad
-from ..tensor import Tensor, from_numpy
+from .. import primitives as P
+from ..tensor import Tensor, apply, from_numpy
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -101,6 +102,11 @@ def linear(input, weight, bias=None):
         raise ValueError(f"linear: input of shape {tuple(shp)} doesn't match weight of shape "
                          f"{tuple(weight.shape)} (expected in_features={weight.shape[-1]} in "
                          f"the last dimension)")
+    wn = weight._node
+    if len(wn.shape) == 2 and input._node.dtype is wn.dtype and wn.dtype.kind == "f" and (
+            bias is None or (bias._node.shape == wn.shape[:1] and bias._node.dtype is wn.dtype)):
+        args = (input, weight) if bias is None else (input, weight, bias)
+        return apply(P.linear, args, (), shp[:-1] + wn.shape[:1], wn.dtype)
     if weight.ndim == 1:
         y = F.matmul(input, weight)
     elif len(shp) <= 2:
@@ -1245,6 +1251,13 @@ def _nll(logp, target, weight, ignore_index, reduction, op):
     if weight is not None and tuple(weight.shape) != (c,):
         raise ValueError(f"{op}: weight of shape {tuple(weight.shape)} should have {c} "
                          f"elements (one per class)")
+    if weight is None:
+        if reduction not in ("none", "sum", "mean"):
+            raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction")
+        shape = (target._node.shape if reduction == "none" else ())
+        loss = apply(P.nll, (logp, target), (int(ignore_index), reduction), shape,
+                     logp._node.dtype)
+        return F.squeeze(loss, 0) if unbatched and reduction == "none" else loss
     t1 = F.unsqueeze(target, 1)
     picked = F.gather(logp, 1, t1)                     # (N, 1, *)
     keep = F.ne(t1, ignore_index)
