@@ -30,7 +30,7 @@ import harness  # noqa: E402
 import specs  # noqa: E402
 import workloads  # noqa: E402
 
-STEPS = {"mlp": (300, 20), "cnn": (60, 5), "gpt": (40, 3)}
+STEPS = {"mlp": (400, 30), "cnn": (120, 8), "gpt": (60, 6)}
 QUICK = (6, 2)
 
 
@@ -69,7 +69,7 @@ def train_row(name, quick, with_torch, isolated):
     n, warm = QUICK if quick else STEPS[name]
     opts = workloads.Options(quick=quick)
     fns, waits, built = {}, {}, {}
-    frameworks = ["jax", "flowlite"] + (["flowlite-replay"] if name == "mlp" else []) + \
+    frameworks = ["jax", "flowlite", "flowlite-replay"] + \
         (["torch"] if with_torch else [])
     for fw in frameworks:
         try:

@@ -145,7 +145,7 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
     roots: tensors; grads: matching cotangent tensors.  If `inputs` is given,
     returns the gradient for each (and writes no .grad unless accumulate).
     """
-    from .tensor import Tensor, _wrap_node
+    Tensor = _tensor_types[0] if _tensor_types else _bind_tensor_types()
 
     # Collect GradFns reachable from the roots, with dependency counts.
     pending = {}   # fn -> accumulated cotangent
@@ -268,7 +268,7 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
                     _accumulate_leaf(t, g, create_graph)
             grads_in = None
             if g is not None and (useful is None or k in useful):
-                grads_in = _call_vjp(e, g, Tensor, _wrap_node)
+                grads_in = _call_vjp(e, g, Tensor, Tensor)
             edges = e.edges
             if not retain_graph:
                 e.inputs = None
@@ -325,11 +325,20 @@ class _recorder_paused:
         return False
 
 
+_tensor_types = []   # flowlite.tensor.Tensor, bound on first backward (tensor imports us)
+
+
+def _bind_tensor_types():
+    from .tensor import Tensor
+    _tensor_types.append(Tensor)
+    return Tensor
+
+
 def _check_mid_step_syncs(root_edges):
     """A sync between this forward pass and its backward means two executables per step."""
-    from .executor import _exec_causes
     for e, _ in root_edges:
         if isinstance(e, GradFn) and e.epoch < _exec_epoch[0]:
+            from .executor import _exec_causes
             from . import debug
             for k in range(e.epoch + 1, _exec_epoch[0] + 1):
                 c = _exec_causes.get(k)

@@ -114,15 +114,25 @@ def lookup(key):
     return t
 
 
+_flags = []   # flowlite.debug's switches, bound on first use (debug imports the executor)
+
+
+def _debug_flags():
+    if not _flags:
+        from .debug import flags
+        _flags.append(flags)
+    return _flags[0]
+
+
 def rules_must_run() -> bool:
     """Eager and anomaly modes check every op as it is made: no shortcuts then."""
-    from .debug import flags
+    flags = _flags[0] if _flags else _debug_flags()
     return flags["eager"] or flags["anomaly"]
 
 
 def emit(t, env, edges, Tensor):
     """Re-create the template's nodes on this step's saved nodes; set the leaves' .grad."""
-    from .debug import flags
+    flags = _flags[0] if _flags else _debug_flags()
     site = user_site(3) if flags["track_sites"] else None   # backward's line, as the rules get
     env.extend(t.consts)
     new = _Node.__new__

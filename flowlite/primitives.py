@@ -22,6 +22,7 @@ from jax._src.lax.windowed_reductions import _select_and_gather_add, _select_and
 from . import ops as F  # VJPs call back into the front-end (resolved at call time)
 from .autograd import _TupleCotangent
 from .ir import Prim
+from .tensor import apply
 
 TABLE: dict = {}
 
@@ -428,8 +429,10 @@ def _linear_vjp(a, i, o, g):
     # the weight's cotangent is one (out, in) matmul over every leading dim of x
     g2 = g if g.ndim == 2 else F.reshape(g, (-1, g.shape[-1]))
     x2 = x if x.ndim == 2 else F.reshape(x, (-1, x.shape[-1]))
-    grads = (F.matmul(g, w), F.matmul(F.mT(g2), x2))
-    return grads + (F.sum(g2, 0),) if len(i) == 3 else grads
+    gx = F.matmul(g, w) if x._edge is not None else None   # a network's input needs none
+    grads = (gx, F.matmul(F.mT(g2), x2) if w._edge is not None else None)
+    return grads + (F.sum(g2, 0) if i[2]._edge is not None else None,) if len(i) == 3 \
+        else grads
 
 
 # y = x Wᵀ (+ b): nn.Linear's whole forward as one node
@@ -451,22 +454,33 @@ def _nll_lower(a, logp, t):
 
 def _nll_vjp(a, i, o, g):
     logp, t = i
-    ignore_index, reduction = a
-    t1 = F.unsqueeze(t, 1)
-    keep = F.ne(t1, ignore_index)
-    w = F.to_dtype(keep, g.dtype)
+    return apply(nll_t, (g, t), a + (logp.shape,), logp.shape, logp.dtype), None
+
+
+def _nll_t_lower(a, g, t):
+    """The transpose of nll (it is linear in logp): -g / denom scattered onto the targets."""
+    ignore_index, reduction, shape = a
+    t1 = jnp.expand_dims(t, 1)
+    keep = t1 != ignore_index
+    w = keep.astype(g.dtype)
     if reduction == "none":
-        w = w * F.unsqueeze(g, 1)
+        w = w * jnp.expand_dims(g, 1)
     elif reduction == "mean":
-        w = w * (g / F.sum(w))
+        w = w * (g / jnp.sum(w))
     else:
         w = w * g
-    safe = F.where(keep, t1, 0)
-    return F._scatter_add_prim(F.zeros_like(logp), safe, -w, 1), None
+    onehot = lax.broadcasted_iota(t.dtype, shape, 1) == jnp.where(keep, t1, -1)
+    return jnp.where(onehot, -w, jnp.zeros((), g.dtype))
+
+
+def _nll_t_vjp(a, i, o, g):
+    ct, t = i
+    return apply(nll, (g, t), a[:2], ct.shape, g.dtype), None
 
 
 # negative log-likelihood of integer class targets (class dim 1), PyTorch's ignore_index
 nll = prim("nll", _nll_lower, _nll_vjp)
+nll_t = prim("nll_t", _nll_t_lower, _nll_t_vjp)
 
 # ---- neural-network primitives -----------------------------------------------------------
 # conv attrs: (strides, padding pairs, lhs_dilation, rhs_dilation, groups)

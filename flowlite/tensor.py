@@ -409,10 +409,6 @@ def set_node_recorder(rec) -> None:
     debug._sync_tracer_flags()
 
 
-def _wrap_node(node, edge):
-    return Tensor(node, edge)
-
-
 # ---- creation from host data -------------------------------------------------------
 def _to_device(arr, device):
     # XLA:CPU may alias an aligned host buffer; tensors must own their data (a later write
