@@ -34,14 +34,28 @@ def reset() -> None:
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
+_in_pkg: dict = {}      # code object -> defined inside flowlite?
+_sites: dict = {}       # (code object, line) -> "file:line"
+
+
 def user_site(depth: int = 2) -> str:
     """file:line of the first frame outside flowlite (the user's line)."""
     f = sys._getframe(depth)
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+    while f is not None:
+        code = f.f_code
+        inside = _in_pkg.get(code)
+        if inside is None:
+            inside = _in_pkg[code] = code.co_filename.startswith(_PKG_DIR)
+        if not inside:
+            break
         f = f.f_back
     if f is None:
         return "<unknown>"
-    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+    k = (code, f.f_lineno)
+    s = _sites.get(k)
+    if s is None:
+        s = _sites[k] = f"{os.path.basename(code.co_filename)}:{f.f_lineno}"
+    return s
 
 
 def note_sync(cause: str) -> None:

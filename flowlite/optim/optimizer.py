@@ -22,7 +22,7 @@ from .. import primitives as P
 from ..autograd import no_grad
 from ..ir import Prim
 from ..ir import DATA, intern_sig, node_with_sig, scalar_node
-from ..metrics import _C
+from ..metrics import _C, user_site
 from ..ops import to_dtype
 from ..tensor import Tensor, apply, from_jax
 
@@ -38,6 +38,14 @@ def _register_tx(key, build):
 
 
 _proj_sigs: dict = {}
+_causes: dict = {}
+
+
+def _step_cause(site):
+    c = _causes.get(site)
+    if c is None:
+        c = _causes[site] = f"optimizer.step() at {site}"
+    return c
 
 
 def _rebind_outputs(node, targets, shapes, dts):
@@ -112,6 +120,7 @@ class Optimizer:
         self.state: dict = {}
         self._opt_state: list = []   # per group: list of state Tensors (optax leaves)
         self._treedefs: list = []
+        self._update_sigs: dict = {}   # group index -> (attrs, shapes, dtypes, update sig)
         self._keys: list = []        # per group: registry key of the transformation in use
         self._step_count = 0
         params = list(params)
@@ -243,8 +252,7 @@ class Optimizer:
             for gi in range(len(self.param_groups)):
                 self._record_group(gi)
         self._step_count += 1
-        from ..metrics import user_site
-        executor.sync(f"optimizer.step() at {user_site(2)}")
+        executor.sync(_step_cause(user_site(2)))
         return loss
 
     def _record_group(self, gi):
@@ -271,10 +279,22 @@ class Optimizer:
         inputs = tuple(ps) + tuple(gs) + tuple(state) + tuple(hps)
         shapes = tuple([t._node.shape for t in targets])
         dts = tuple([t._node.dtype for t in targets])
-        out = apply(optax_update, inputs,
-                    (key, len(ps), treedef, hp_names, bool(group.get("maximize", False))),
-                    shapes, dts)
-        _rebind_outputs(out._node, targets, shapes, dts)
+        attrs = (key, len(ps), treedef, hp_names, bool(group.get("maximize", False)))
+        # the update node's signature hashes every shape and the optax treedef: intern it
+        # once per group and reuse it while nothing it covers has changed
+        memo = self._update_sigs.get(gi)
+        if memo is not None and memo[0] == attrs and memo[1] == shapes and memo[2] == dts:
+            nodes = tuple([t._node for t in inputs])
+            device = nodes[0].device
+            for n in nodes:
+                if n.device is not device and n.device is not None:
+                    apply(optax_update, inputs, attrs, shapes, dts)   # raises the device error
+            node = node_with_sig(optax_update, nodes, attrs, shapes, dts, device, memo[3])
+            _C["ops"] += 1
+        else:
+            node = apply(optax_update, inputs, attrs, shapes, dts)._node
+            self._update_sigs[gi] = (attrs, shapes, dts, node.sig)
+        _rebind_outputs(node, targets, shapes, dts)
 
     def _hparam(self, gi, name, value):
         # always data (never a baked constant) and tagged with its source, so a replayed
