@@ -121,6 +121,13 @@ def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
     metrics.note_sync(cause)
     if not roots:
         return
+    device = roots[0].device
+    for n in roots:
+        if n.device is not device:
+            break
+    else:
+        if device is not None:     # the usual case: everything on one device
+            return _run(roots, device, cause, owners)
     by_device = {}
     for n in roots:
         # baked constants have no device of their own: they run on the default one
@@ -276,7 +283,12 @@ def _run(roots, device, cause, owners=None):
     t2 = time.perf_counter()
     del args
     for r, v, sig in zip(roots, outs, st.out_sigs):
-        r.materialize(v, sig)
+        # Node.materialize, inlined: this runs for every output of every step
+        r.op = _DATA
+        r.inputs = ()
+        r.attrs = ()
+        r.value = v
+        r.sig = sig
         if r.device is None:
             r.device = device
     metrics.note_execution(t0, t1, t2)
