@@ -373,7 +373,7 @@ def executable_text(index: int = -1) -> str:
     exes = executor.executables()
     if not exes:
         raise ValueError("executable_text: nothing has been compiled yet")
-    return exes[index].fn.as_text()
+    return exes[index].compiled.as_text()
 
 
 def executables() -> list:

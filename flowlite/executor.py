@@ -31,11 +31,12 @@ register_pending = _pending.append
 
 
 class Executable:
-    __slots__ = ("fn", "n_outputs", "donate", "hits", "stats", "summary")
+    __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary")
 
     def __init__(self, fn, n_outputs, donate):
         self.summary = None
-        self.fn = fn
+        self.fn = fn              # outputs in root order
+        self.compiled = fn        # the jax Compiled (its outputs may be ordered differently)
         self.n_outputs = n_outputs
         self.donate = donate
         self.hits = 0
@@ -195,11 +196,25 @@ def _slots(base, *node_lists):
     return {id(n): n.mark - base for ns in node_lists for n in ns}
 
 
+def _replaced_leaf(root, leaf_pos):
+    """Index of the leaf this output replaces in place (see Prim.inplace), or None."""
+    op = root.op
+    j = 0
+    if op.name == "tuple_get":            # output j of a multi-output node
+        j = root.attrs[0]
+        root = root.inputs[0]
+        op = root.op
+    if op.inplace is None:
+        return None
+    k = op.inplace(root.attrs, j)
+    return None if k is None else leaf_pos.get(id(root.inputs[k]))
+
+
 class _Structure:
     """What a cached graph structure fixes for every run of it: which leaves may be
     donated (an output of the same shape/dtype can reuse the buffer) and how many of the
     graph's input tuples hold each — so a cache hit checks donations without a re-count."""
-    __slots__ = ("candidates", "out_sigs", "exes")
+    __slots__ = ("candidates", "out_sigs", "exes", "partners")
 
     def __init__(self, order, leaves, roots, base):
         avail = {}
@@ -221,6 +236,7 @@ class _Structure:
                 g = groups.setdefault(k, [avail[k]])   # one shared, mutable capacity
                 self.candidates.append((j, uses[j], g))
         self.out_sigs = [ir.intern_sig((_DATA, (), r.shape, r.dtype, 0)) for r in roots]
+        self.partners = [_replaced_leaf(r, pos) for r in roots]
         self.exes = {}    # donated leaf indices -> Executable
 
     def donatable(self, leaves):
@@ -265,7 +281,8 @@ def _run(roots, device, cause, owners=None):
     if exe is None:
         tc = time.perf_counter()
         slot = _slots(base, leaves, scalars, order)
-        exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args)
+        exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
+                               st.partners)
         st.exes[donate] = exe
         metrics.note_compile(time.perf_counter() - tc, len(order), len(args), len(roots), cause)
         debug.on_compile(cause, order, leaves, scalars, roots, exe)

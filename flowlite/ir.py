@@ -30,14 +30,18 @@ class Prim:
     lower(attrs, *jax_values) -> jax value (or tuple for multi-output prims)
     vjp(ctx, g) -> tuple of cotangents (flowlite Tensors or None) per input
     """
-    __slots__ = ("name", "lower", "vjp", "multi", "nondiff", "__weakref__")
+    __slots__ = ("name", "lower", "vjp", "multi", "nondiff", "inplace", "__weakref__")
 
-    def __init__(self, name, lower, vjp=None, multi=False, nondiff=False):
+    def __init__(self, name, lower, vjp=None, multi=False, nondiff=False, inplace=None):
         self.name = name
         self.lower = lower
         self.vjp = vjp
         self.multi = multi
         self.nondiff = nondiff
+        # inplace(attrs, j) -> index of the input that output j replaces (an optimizer's
+        # new parameter replaces the old one): the executor gives that output the input's
+        # donated buffer, so XLA updates it in place instead of copying
+        self.inplace = inplace
 
     def __repr__(self):
         return f"<prim {self.name}>"

@@ -51,13 +51,43 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args)
     return jitted.lower(*args)
 
 
-def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args):
+def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
+                     partners=None):
     from .executor import Executable
-    compiled = lower_program(order, leaves, scalars, slot, out_slots, device, donate,
+    perm = _output_order(partners, donate) if partners else None
+    lowered_slots = out_slots if perm is None else tuple(out_slots[i] for i in perm)
+    compiled = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
                              args).compile()
-    exe = Executable(compiled, len(out_slots), donate)
+    fn = compiled
+    if perm is not None:
+        where = [0] * len(perm)
+        for pos, i in enumerate(perm):
+            where[i] = pos
+
+        def fn(*a, _run=compiled, _where=tuple(where)):
+            outs = _run(*a)
+            return [outs[p] for p in _where]
+    exe = Executable(fn, len(out_slots), donate)
+    exe.compiled = compiled
     exe.stats = _stats(compiled, len(args), len(out_slots), donate, args)
     return exe
+
+
+def _output_order(partners, donate):
+    """Outputs that replace a donated input first, in that input's order.
+
+    jax.jit pairs each output with the first unused donated input of the same shape and
+    dtype, in order; without this an optimizer's new weight could take the buffer of the
+    old weight's *gradient* slot, and XLA would copy every parameter before updating it.
+    Returns None when the natural order already pairs them."""
+    donated = set(donate)
+    first = sorted((p, i) for i, p in enumerate(partners) if p is not None and p in donated)
+    if not first:
+        return None
+    lead = [i for _, i in first]
+    taken = set(lead)
+    perm = lead + [i for i in range(len(partners)) if i not in taken]
+    return None if perm == list(range(len(partners))) else perm
 
 
 def _stats(compiled, n_in, n_out, donate, args):

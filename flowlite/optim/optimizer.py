@@ -95,7 +95,13 @@ def _lower_update(attrs, *xs):
     return tuple(new_params) + tuple(new_leaves)
 
 
-optax_update = Prim("optax_update", _lower_update, None, multi=True, nondiff=True)
+def _update_inplace(attrs, j):
+    n = attrs[1]           # outputs: params, then state; inputs: params, grads, state, hparams
+    return j if j < n else n + j
+
+
+optax_update = Prim("optax_update", _lower_update, None, multi=True, nondiff=True,
+                    inplace=_update_inplace)
 P.TABLE["optax_update"] = optax_update
 
 
