@@ -14,9 +14,15 @@ function reads through its closure or globals changes; a module's train/eval
 mode changes; a persistent input tensor changed shape/dtype; or the traced
 call did not produce exactly one executable.  Optimizer hyper-parameters
 (learning rates from schedulers) are re-read on every replay.
+
+Replay is the hot path of a training loop, so everything that doesn't change
+between calls is worked out once per plan (`_prepare`), and a call first
+checks its guards against the plan it replayed last (`_fast_guard`) before
+building the full signature.
 """
 from __future__ import annotations
 
+import dis
 import sys
 import types
 import weakref
@@ -53,11 +59,27 @@ class _Recording:
 class _Plan:
     __slots__ = ("exe", "sources", "scalar_src", "root_targets", "grad_targets", "ret_tree",
                  "ret_roots", "donate", "state_meta", "const_owners", "scalar_dtypes",
-                 "rng_delta", "out_meta", "pack_layout")
+                 "rng_delta", "out_meta", "pack_layout",
+                 # guards, filled in when the plan is registered (see _trace) and replayed
+                 "captured", "fast_args", "cap_checks",
+                 # precomputed replay work (see _prepare)
+                 "replayable", "n_args", "arg_srcs", "state_srcs", "const_srcs",
+                 "scalar_vals", "rng_pos", "hp_groups", "pack",
+                 "out_state", "out_grad", "out_general", "grad_general", "ret_leaf")
 
 
-def _leaf_arrays(flat_args):
-    return [a for a in flat_args if isinstance(a, Tensor)]
+class _HpGroup:
+    """The hyper-parameter scalars one optimizer param group feeds into a plan."""
+    __slots__ = ("opt", "gi", "key", "names", "cacheable", "snap")
+
+    def __init__(self, opt, gi, key, cacheable):
+        self.opt = opt              # weakref to the optimizer
+        self.gi = gi
+        self.key = key              # transformation key at trace time
+        self.names = []             # (position in the scalar list, hyper-parameter name)
+        self.cacheable = cacheable  # hyper values are a function of the group's entries only
+        self.snap = None            # the group's entries when the values were last read
+
 
 
 class CompiledFunction:
@@ -71,6 +93,9 @@ class CompiledFunction:
         self.replays = 0
         self.traces = 0
         self._warned_return = False
+        self._last = None          # the plan replayed last: tried first by _fast_guard
+        self._code_fn = getattr(fn, "__func__", fn)
+        self._cap_spec = None      # what _captured reads, worked out once per code object
 
     # -- guards -----------------------------------------------------------------------------
     def _signature(self, flat, treedef):
@@ -88,44 +113,131 @@ class CompiledFunction:
 
     def _captured(self):
         """Values the body reads from its closure / globals (scalars, module modes)."""
+        self_obj, cells, g, names = self._capture_spec()
         out = []
-        fn = self.fn
-        self_obj = getattr(fn, "__self__", None)
-        code_fn = getattr(fn, "__func__", fn)
-        values = []
         if self_obj is not None:
-            values.append(self_obj)
-        cells = getattr(code_fn, "__closure__", None) or ()
+            out.append(_guard_value(self_obj))
         for c in cells:
             try:
-                values.append(c.cell_contents)
+                v = c.cell_contents
             except ValueError:
-                pass
-        g = getattr(code_fn, "__globals__", {})
-        code = getattr(code_fn, "__code__", None)
-        if code is not None:
-            for name in _global_names(code):
-                if name in g:
-                    values.append(g[name])
-        for v in values:
+                continue
             out.append(_guard_value(v))
+        for name in names:
+            v = g.get(name, _MISSING)
+            if v is not _MISSING:
+                out.append(_guard_value(v))
         if self_obj is not None:
             # a bound method reads its object's attributes: guard the plain scalar ones
-            d = getattr(self_obj, "__dict__", None)
-            if d:
-                out.append(tuple((k, v) for k, v in d.items()
-                                 if isinstance(v, (int, float, bool, str, type(None)))))
+            attrs = _scalar_attrs(self_obj)
+            if attrs is not None:
+                out.append(attrs)
         return tuple(out)
+
+    def _capture_spec(self):
+        # the closure cells, globals dict and global names of a code object never change;
+        # only what they hold does (re-read on every call)
+        code_fn = self._code_fn
+        code = getattr(code_fn, "__code__", None)
+        spec = self._cap_spec
+        if spec is not None and spec[0] is code:
+            return spec[1]
+        names = tuple(_global_names(code)) if code is not None else ()
+        cap = (getattr(self.fn, "__self__", None), getattr(code_fn, "__closure__", None) or (),
+               getattr(code_fn, "__globals__", {}), names)
+        self._cap_spec = (code, cap)
+        return cap
+
+    def _capture_checks(self):
+        """How _fast_guard can tell, value by value, that _captured() is unchanged since now:
+        per closure cell / global name (bound method: its object too) a cheap check."""
+        self_obj, cells, g, names = self._capture_spec()
+        checks = []
+        if self_obj is not None:
+            checks.append((types.CellType(self_obj), None) + _value_check(self_obj))
+        for c in cells:
+            try:
+                v = c.cell_contents
+            except ValueError:
+                v = _MISSING
+            checks.append((c, None) + _value_check(v))
+        absent = []
+        for name in names:
+            v = g.get(name, _MISSING)
+            if v is _MISSING:
+                absent.append(name)     # a builtin (len, range) or a global not set yet
+            else:
+                checks.append((None, name) + _value_check(v))
+        attrs = _scalar_attrs(self_obj) if self_obj is not None else None
+        return self._cap_spec[0], g, self_obj, attrs, checks, tuple(absent)
+
+    def _fast_guard(self, plan, args):
+        """True when the call's signature would equal the plan's, checked without building
+        it: the same argument metadata and Python scalars, the same captured values."""
+        spec = plan.fast_args
+        if len(args) != len(spec):
+            return False
+        for a, (esig, x, y) in zip(args, spec):
+            if esig is None:        # a Python scalar argument: same type and value
+                if type(a) is not x or not (a is y or a == y):
+                    return False
+            else:                   # a tensor: data of the same shape/dtype (one interned int)
+                if not isinstance(a, Tensor):
+                    return False
+                n = a._node
+                if n.sig != esig or n.device is not x or a.requires_grad is not y:
+                    return False
+        code, g, self_obj, attrs, checks, absent = plan.cap_checks
+        if getattr(self._code_fn, "__code__", None) is not code or not g.keys().isdisjoint(absent):
+            return False
+        for cell, name, kind, a, b in checks:
+            if cell is not None:
+                try:
+                    v = cell.cell_contents
+                except ValueError:
+                    v = _MISSING
+            else:
+                v = g.get(name, _MISSING)
+            if kind is _SAME_OBJ:
+                if v is None or a() is not v:
+                    return False
+            elif kind is _SAME_SCALAR:
+                if type(v) is not a or not (v is b or v == b):
+                    return False
+            elif kind is _ABSENT:       # an empty cell
+                if v is not _MISSING:
+                    return False
+            elif kind is _SAME_MODULE:
+                if v is None or a() is not v or (
+                        b[0] != _nn_module[0].MODE_VERSION[0] and _module_modes(v) != b[1]):
+                    return False
+            elif v is _MISSING or _guard_value(v) != b:
+                return False
+        return self_obj is None or _scalar_attrs(self_obj) == attrs
 
     # -- calls --------------------------------------------------------------------------------
     def __call__(self, *args):
-        flat, treedef = jax.tree_util.tree_flatten(args, is_leaf=lambda x: isinstance(x, Tensor))
+        plan = self._last
+        if plan is not None and self._fast_guard(plan, args):
+            out = self._replay(plan, args)    # all arguments are leaves: args is `flat`
+            if out is not _FALLBACK:
+                return out
+            self._last = None
+            flat, treedef = jax.tree_util.tree_flatten(args, is_leaf=_is_tensor)
+            return self._trace(self._signature(flat, treedef), flat, args)
+        flat, treedef = jax.tree_util.tree_flatten(args, is_leaf=_is_tensor)
         sig = self._signature(flat, treedef)
         plan = self._plans.get(sig)
         if plan is not None:
+            # the captured values match the plan now: remember them for the fast guard
+            checks = self._capture_checks() if plan.fast_args is not None else None
             out = self._replay(plan, flat)
             if out is not _FALLBACK:
+                if checks is not None:
+                    plan.cap_checks = checks
+                    self._last = plan
                 return out
+        self._last = None
         return self._trace(sig, flat, args)
 
     def _trace(self, sig, flat, args):
@@ -160,7 +272,10 @@ class CompiledFunction:
         if info.get("plan") is not None and prev is not None and prev.get("exe") is info["exe"] \
                 and prev.get("scalars") == info["scalars"] and _same_consts(prev, info) \
                 and prev.get("rng_delta") == info.get("rng_delta"):
-            self._plans[sig] = info["plan"]
+            plan = info["plan"]
+            plan.captured = sig[-1]
+            plan.fast_args = _fast_arg_spec(sig, flat, args)
+            self._plans[sig] = plan
         return result
 
     def _analyse(self, rec, flat, arg_nodes, state_start, result, prev):
@@ -263,72 +378,49 @@ class CompiledFunction:
             groups.setdefault(sc.dtype, []).append(i)
         plan.pack_layout = [(d.np, groups[d]) for d in sorted(groups, key=lambda d: d.name)]
         plan.const_owners = _const_owners(sources)
+        plan.captured = None
+        plan.fast_args = None
+        plan.cap_checks = None
+        _prepare(plan)
         info["plan"] = plan
         return info
 
-    def _replay(self, plan, flat):
-        args = []
-        nodes = []
-        for (kind, ref), (shape, dtype) in zip(plan.sources, plan.state_meta):
-            if kind == "arg":
-                t = flat[ref]
-            elif kind == "state":
-                t = ref()
-                if t is None:
-                    return _FALLBACK
-            else:
-                nodes.append(ref)
-                args.append(ref.value)
-                continue
-            n = t._node
-            if n.op is not _DATA:
-                executor.sync("flowlite.compile: pending input before replay",
-                              extra_roots=(n,))
-                n = t._node
-            if n.shape != shape or n.dtype is not dtype:
+    def _replay(self, plan, flat, synced=False):
+        if not plan.replayable:
+            return _FALLBACK
+        args = [None] * plan.n_args
+        for i, k, esig in plan.arg_srcs:
+            n = flat[k]._node
+            if n.sig != esig:
+                return self._pending_input(plan, flat, n, synced)
+            args[i] = n.value
+        getrc = _getrefcount
+        for i, ref, esig, donated in plan.state_srcs:
+            t = ref()
+            if t is None:
                 return _FALLBACK
-            nodes.append(n)
-            args.append(n.value)
+            n = t._node
+            if n.sig != esig:                 # pending, or another shape/dtype
+                return self._pending_input(plan, flat, n, synced)
+            v = n.value
+            # a donated buffer must be reachable only through its owner tensor, which gets
+            # rebound: references are t._node, `n`, getrefcount's argument (and for the
+            # array: n.value, `v`, the argument)
+            if donated and (getrc(n) != 3 or getrc(v) != 3):
+                return _FALLBACK
+            args[i] = v
+        for i, node in plan.const_srcs:
+            args[i] = node.value
         for owner, node in plan.const_owners:
             t = owner()
             if t is not None and t._node is not node:
                 return _FALLBACK
-        # donated buffers must be reachable only through the tensors we rebind
-        for j in plan.donate:
-            n = nodes[j]
-            kind, ref = plan.sources[j]
-            if kind != "state":
-                return _FALLBACK
-            holders = 1 if ref() is not None and ref()._node is n else 0
-            # nodes list + `n` + getrefcount arg + owner tensor(s)
-            if _getrefcount(n) != 3 + holders:
-                return _FALLBACK
-            if _getrefcount(n.value) != 3:   # n.value, args list, getrefcount arg
-                return _FALLBACK
         rng_base = _random._counter[0]
-        if plan.scalar_src:
-            scalars = []
-            hp_cache = {}
-            for src in plan.scalar_src:
-                kind = src[0]
-                if kind == "v":
-                    scalars.append(src[1])
-                elif kind == "rng":
-                    scalars.append((rng_base + src[1]) % 4294967296)
-                else:
-                    opt = src[1]()
-                    if opt is None:
-                        return _FALLBACK
-                    ck = (id(opt), src[2])
-                    kh = hp_cache.get(ck)
-                    if kh is None:
-                        kh = hp_cache[ck] = opt._tx_for(src[2])
-                    if kh[0] != src[4]:      # an option changed the update's structure
-                        return _FALLBACK
-                    v = kh[1][src[3]]
-                    scalars.append(float(v.item() if isinstance(v, Tensor) else v))
-            args.append(_pack(plan, scalars))
-        del nodes
+        if plan.scalar_vals is not None:
+            pack = _scalar_pack(plan, rng_base)
+            if pack is _FALLBACK:
+                return _FALLBACK
+            args[-1] = pack
         outs = plan.exe.fn(*args)
         del args
         _random._counter[0] = rng_base + plan.rng_delta
@@ -337,23 +429,46 @@ class CompiledFunction:
         C["cache_hits"] += 1
         C["replays"] += 1
         self.replays += 1
-        new_nodes = []
-        make = ir.data_node_fast
-        for v, (shape, dtype, sig, device), targets in zip(outs, plan.out_meta,
-                                                          plan.root_targets):
-            node = make(v, shape, dtype, device, sig)
-            new_nodes.append(node)
+        make = _data_node
+        # outputs rebinding one tensor: its old node, when nothing else can reach it (t._node,
+        # `n`, getrefcount's argument), takes the new value in place of a new node
+        for j, tref, esig, device, shape, dtype in plan.out_state:
+            t = tref()
+            if t is not None:
+                n = t._node
+                if n.sig == esig and n.device is device and getrc(n) == 3:
+                    n.value = outs[j]
+                else:
+                    t._node = make(outs[j], shape, dtype, device, esig)
+        new_nodes = {}
+        for j, targets, esig, device, shape, dtype in plan.out_general:
+            node = new_nodes[j] = make(outs[j], shape, dtype, device, esig)
             for r in targets:
                 t = r()
                 if t is not None:
                     t._node = node
-        for r, j in plan.grad_targets:
+        # gradients: the traced body gives .grad a new tensor each call; keeping the old
+        # tensor and node is the same when nothing else holds either (p.grad / g._node,
+        # `g` / `n`, getrefcount's argument)
+        for j, pref, esig, device, shape, dtype in plan.out_grad:
+            p = pref()
+            if p is not None:
+                g = p.grad
+                if isinstance(g, Tensor) and getrc(g) == 3:
+                    n = g._node
+                    if n.sig == esig and n.device is device and getrc(n) == 3:
+                        n.value = outs[j]
+                        continue
+                p.grad = Tensor(make(outs[j], shape, dtype, device, esig))
+        for r, j in plan.grad_general:
             p = r()
             if p is not None:
                 if isinstance(p.grad, Tensor):
                     p.grad._node = new_nodes[j]
                 else:
                     p.grad = Tensor(new_nodes[j])
+        if plan.ret_leaf is not None:
+            return Tensor(new_nodes[plan.ret_leaf])
         ret = []
         for kind, v in plan.ret_roots:
             if kind == "root":
@@ -364,8 +479,193 @@ class CompiledFunction:
                 ret.append(v)
         return jax.tree_util.tree_unflatten(plan.ret_tree, ret)
 
+    def _pending_input(self, plan, flat, n, synced):
+        """An input isn't data of the recorded shape/dtype: run its pending work, then
+        replay again (once); anything else is a changed input."""
+        if synced or n.op is _DATA or n.op is ir.SCALAR:
+            return _FALLBACK
+        executor.sync("flowlite.compile: pending input before replay", extra_roots=(n,))
+        return self._replay(plan, flat, True)
+
 
 _FALLBACK = object()
+_MISSING = object()
+_data_node = ir.data_node_fast
+_SCALAR_TYPES = (int, float, bool, str, type(None))
+_EXACT_SCALAR = frozenset(_SCALAR_TYPES)
+
+
+def _is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+# kinds of _fast_guard's per-value checks (compared with `is`)
+_ABSENT, _SAME_SCALAR, _SAME_OBJ, _SAME_MODULE, _SAME_GUARD = "absent", "scalar", "obj", \
+    "module", "guard"
+
+
+def _value_check(v):
+    """(kind, a, b): a check that `v`'s guard value (_guard_value) hasn't changed."""
+    if v is _MISSING:
+        return _ABSENT, None, None
+    gv = _guard_value(v)
+    try:
+        if gv[0] == "module":
+            return _SAME_MODULE, weakref.ref(v), (_nn_module[0].MODE_VERSION[0], gv[2])
+        if gv[0] == "obj" and not isinstance(v, (list, tuple)):
+            # guarded by identity: the same (live) object, which keeps its type
+            return _SAME_OBJ, weakref.ref(v), None
+    except TypeError:   # not weak-referenceable: compare guard values
+        return _SAME_GUARD, None, gv
+    if isinstance(v, _SCALAR_TYPES):
+        return _SAME_SCALAR, type(v), v
+    return _SAME_GUARD, None, gv    # a short list/tuple of scalars: compared by value
+
+
+def _scalar_attrs(obj):
+    """A bound method's object's plain scalar attributes (None: no instance dict)."""
+    d = getattr(obj, "__dict__", None)
+    if not d:
+        return None
+    return tuple((k, v) for k, v in d.items() if isinstance(v, _SCALAR_TYPES))
+
+
+def _fast_arg_spec(sig, flat, args):
+    """Per argument what _fast_guard compares, or None when the arguments aren't all plain
+    leaves (a tensor, or a Python int/float/bool/str) and so need jax's flattening."""
+    if len(flat) != len(args) or any(f is not a for f, a in zip(flat, args)):
+        return None
+    spec = []
+    for a, s in zip(args, sig[1:-1]):
+        if isinstance(a, Tensor):
+            shape, dtype, device, requires_grad = s
+            spec.append((ir.intern_sig((_DATA, (), shape, dtype, 0)), device, requires_grad))
+        elif type(a) in (int, float, bool, str):
+            spec.append((None, type(a), a))
+        else:
+            return None
+    return spec
+
+
+def _prepare(plan):
+    """Work out once what every replay of `plan` needs: per input where it comes from and
+    the interned signature of the data node it must be (op DATA + shape + dtype in one
+    int), the scalar sources, and what each output rebinds."""
+    donated = set(plan.donate)
+    # donated buffers are safe only for state the replay rebinds (checked per call)
+    plan.replayable = all(plan.sources[j][0] == "state" for j in plan.donate)
+    plan.n_args = len(plan.sources) + (1 if plan.scalar_src else 0)
+    plan.arg_srcs, plan.state_srcs, plan.const_srcs = [], [], []
+    for i, ((kind, ref), (shape, dtype)) in enumerate(zip(plan.sources, plan.state_meta)):
+        esig = ir.intern_sig((_DATA, (), shape, dtype, 0))
+        if kind == "arg":
+            plan.arg_srcs.append((i, ref, esig))
+        elif kind == "state":
+            plan.state_srcs.append((i, ref, esig, i in donated))
+        else:
+            plan.const_srcs.append((i, ref))
+    # scalars: constants stay in `scalar_vals`; rng offsets and hyper-parameters are
+    # written over them per call
+    plan.scalar_vals = plan.rng_pos = None
+    plan.hp_groups = []
+    plan.pack = None
+    if plan.scalar_src:
+        plan.scalar_vals = [src[1] if src[0] == "v" else None for src in plan.scalar_src]
+        plan.rng_pos = [(p, src[1]) for p, src in enumerate(plan.scalar_src) if src[0] == "rng"]
+        groups = {}
+        for p, src in enumerate(plan.scalar_src):
+            if src[0] != "hp":
+                continue
+            opt = src[1]()
+            k = (id(opt), src[2])
+            hg = groups.get(k)
+            if hg is None:
+                hg = groups[k] = _HpGroup(src[1], src[2], src[4], _hp_cacheable(opt))
+            hg.names.append((p, src[3]))
+        plan.hp_groups = list(groups.values())
+    # outputs: a state output rebinding exactly one tensor, a gradient output setting one
+    # .grad, and the general case (several holders, or returned)
+    grads_of = {}
+    for r, j in plan.grad_targets:
+        grads_of.setdefault(j, []).append(r)
+    returned = {v for kind, v in plan.ret_roots if kind == "root"}
+    plan.out_state, plan.out_grad, plan.out_general, plan.grad_general = [], [], [], []
+    for j, ((shape, dtype, esig, device), targets) in enumerate(zip(plan.out_meta,
+                                                                    plan.root_targets)):
+        meta = (esig, device, shape, dtype)
+        grads = grads_of.get(j, ())
+        if len(targets) == 1 and not grads and j not in returned:
+            plan.out_state.append((j, targets[0]) + meta)
+        elif not targets and len(grads) == 1 and j not in returned:
+            plan.out_grad.append((j, grads[0]) + meta)
+        elif targets or grads or j in returned:
+            plan.out_general.append((j, targets) + meta)
+            plan.grad_general.extend((r, j) for r in grads)
+        # else: an output nothing holds after the call (a temporary the body kept alive)
+    plan.ret_leaf = None
+    if jax.tree_util.treedef_is_leaf(plan.ret_tree) and len(plan.ret_roots) == 1 \
+            and plan.ret_roots[0][0] == "root":
+        plan.ret_leaf = plan.ret_roots[0][1]
+
+
+def _hp_cacheable(opt):
+    """flowlite's own optimizers derive their hyper-parameters from the param group alone
+    (Optimizer._tx_for over a flowlite `_transform`), so an unchanged group means unchanged
+    values; anything else (Optax, user overrides) is re-read on every replay."""
+    from .optim.optimizer import Optimizer
+    cls = type(opt)
+    return cls._tx_for is Optimizer._tx_for and \
+        getattr(cls._transform, "__module__", "").startswith("flowlite.optim.")
+
+
+def _group_snapshot(group):
+    """The group's keys and values when all values but its params are immutable scalars or
+    tuples of them, so that the very same objects mean the same values; None otherwise."""
+    for k, v in group.items():
+        if k == "params":
+            continue
+        if type(v) is tuple:
+            if not all(type(x) in _EXACT_SCALAR for x in v):
+                return None
+        elif type(v) not in _EXACT_SCALAR:
+            return None
+    return len(group), [(k, v) for k, v in group.items() if k != "params"]
+
+
+def _scalar_pack(plan, rng_base):
+    """The packed host scalars of this call; rebuilt only when a value changed."""
+    vals = plan.scalar_vals
+    for hg in plan.hp_groups:
+        opt = hg.opt()
+        if opt is None:
+            return _FALLBACK
+        groups = opt.param_groups
+        if hg.gi >= len(groups):
+            return _FALLBACK
+        group = groups[hg.gi]
+        snap = hg.snap
+        if snap is not None and len(group) == snap[0]:
+            # identity, not ==: the very same immutable objects (== could reach a Tensor)
+            for k, v in snap[1]:
+                if group.get(k, _MISSING) is not v:
+                    break
+            else:
+                continue                  # the same entries: the same values as last time
+        key, hyper = opt._tx_for(hg.gi)
+        if key != hg.key:                 # an option changed the update's structure
+            return _FALLBACK
+        for p, name in hg.names:
+            v = hyper[name]
+            vals[p] = float(v.item() if isinstance(v, Tensor) else v)
+        hg.snap = _group_snapshot(group) if hg.cacheable else None
+        plan.pack = None
+    if plan.rng_pos:
+        for p, off in plan.rng_pos:
+            vals[p] = (rng_base + off) % 4294967296
+        plan.pack = None
+    if plan.pack is None:
+        plan.pack = _pack(plan, vals)
+    return plan.pack
 
 
 def _same_consts(prev, info):
@@ -385,13 +685,13 @@ def _opt_key(site):
     return opt._tx_for(site[2])[0] if opt is not None else None
 
 
-def _dtype_of(v):
-    from .dtypes import from_numpy_dtype
-    return from_numpy_dtype(v.dtype)
-
 
 def _global_names(code):
-    names = set(code.co_names)
+    """Names the code (and code nested in it) loads as globals.  co_names alone also holds
+    every attribute name (`opt.step`, `loss.backward`), which no global can affect."""
+    names = {ins.argval for ins in dis.get_instructions(code)
+             if ("GLOBAL" in ins.opname or ins.opname == "LOAD_NAME")
+             and isinstance(ins.argval, str)}
     for c in code.co_consts:
         if isinstance(c, types.CodeType):
             names |= _global_names(c)
@@ -399,18 +699,29 @@ def _global_names(code):
 
 
 def _guard_value(v):
-    if isinstance(v, (int, float, bool, str, type(None))):
-        return (type(v), v)
-    try:
-        from .nn.module import Module
-    except Exception:  # nn not importable: no module guards
-        Module = None
+    t = type(v)
+    if t in _EXACT_SCALAR or isinstance(v, _SCALAR_TYPES):
+        return (t, v)
+    Module = _module_class()
     if Module is not None and isinstance(v, Module):
         return ("module", id(v), _module_modes(v))
     if isinstance(v, (list, tuple)) and len(v) < 16 and all(
-            isinstance(x, (int, float, bool, str, type(None))) for x in v):
+            isinstance(x, _SCALAR_TYPES) for x in v):
         return (type(v), tuple(v))
     return ("obj", id(v))
+
+
+_nn_module = []    # flowlite.nn.module once importable (it imports after this module)
+
+
+def _module_class():
+    if not _nn_module:
+        try:
+            from .nn import module
+        except Exception:  # nn not importable: no module guards
+            return None
+        _nn_module.append(module)
+    return _nn_module[0].Module
 
 
 _mode_cache: dict = {}
@@ -418,8 +729,7 @@ _mode_cache: dict = {}
 
 def _module_modes(m):
     """train/eval flags of a module tree, recomputed only after some train()/eval() call."""
-    from .nn import module as _m
-    version = _m.MODE_VERSION[0]
+    version = _nn_module[0].MODE_VERSION[0]
     hit = _mode_cache.get(id(m))
     if hit is not None and hit[0] == version and hit[1]() is m:
         return hit[2]

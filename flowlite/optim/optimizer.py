@@ -187,7 +187,9 @@ class Optimizer:
     def _tx_for(self, gi):
         group = self.param_groups[gi]
         factory, hyper, static = self._transform(group)
-        key = (type(self).__name__, factory, tuple(sorted(static.items())), tuple(sorted(hyper)))
+        # maximize flips the update's sign inside the recorded node: part of its structure
+        key = (type(self).__name__, factory, tuple(sorted(static.items())), tuple(sorted(hyper)),
+               bool(group.get("maximize", False)))
 
         def build():
             # float32 hyper-parameters whatever the parameter dtype (optax's default is the
@@ -449,7 +451,7 @@ class Optax(Optimizer):
         super().__init__(params, dict(self._hp))
 
     def _tx_for(self, gi):
-        key = ("Optax", id(self._tx))
-        _TX.setdefault(key, self._tx)
         group = self.param_groups[gi]
+        key = ("Optax", id(self._tx), bool(group.get("maximize", False)))
+        _TX.setdefault(key, self._tx)
         return key, {k: group[k] for k in self._hp}
