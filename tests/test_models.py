@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import jax
 import numpy as np
@@ -56,15 +57,18 @@ def _train_steps(model, x, y, n=1, lr=1e-2):
     opt = optim.Adam(model.parameters(), lr=lr)
     before = {k: v.numpy().copy() for k, v in model.named_parameters()}
     losses = []
-    for _ in range(n):
-        out = model(x)
-        if isinstance(out, tuple):
-            out = out[0]
-        loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+    with warnings.catch_warnings():
+        # this one helper trains every model at the same source line: recompiles expected
+        warnings.filterwarnings("ignore", message="flowlite.*recompiled")
+        for _ in range(n):
+            out = model(x)
+            if isinstance(out, tuple):
+                out = out[0]
+            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
     for k, p in model.named_parameters():
         assert p.grad is not None, f"{k}: no gradient"
         assert np.isfinite(p.grad.numpy()).all(), f"{k}: non-finite gradient"
