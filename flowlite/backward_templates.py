@@ -21,7 +21,6 @@ from __future__ import annotations
 from . import ir
 from .metrics import _C, user_site
 
-_Node = ir.Node
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
 _UNSAFE = "untemplated"
 _MAX_TEMPLATES = 256
@@ -135,20 +134,12 @@ def emit(t, env, edges, Tensor):
     flags = _flags[0] if _flags else _debug_flags()
     site = user_site(3) if flags["track_sites"] else None   # backward's line, as the rules get
     env.extend(t.consts)
-    new = _Node.__new__
+    make = ir.node_with_sig
     append = env.append
     for op, ins, attrs, shape, dtype, device, sig in t.steps:
-        n = new(_Node)
-        n.op = op
-        n.inputs = tuple([env[j] for j in ins])
-        n.attrs = attrs
-        n.shape = shape
-        n.dtype = dtype
-        n.device = device
-        n.value = None
-        n.site = site
-        n.mark = 0
-        n.sig = sig
+        n = make(op, tuple([env[j] for j in ins]), attrs, shape, dtype, device, sig)
+        if site is not None:
+            n.site = site
         append(n)
     _C["ops"] += len(t.steps)
     _C["backward_templates"] += 1

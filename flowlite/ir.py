@@ -89,12 +89,13 @@ def data_node(value, shape, dtype, device) -> Node:
     return Node(DATA, (), (), shape, dtype, device, value)
 
 
-def data_node_fast(value, shape, dtype, device, sig) -> Node:
-    """A data leaf with a precomputed signature (flowlite.compile's replay hot path)."""
+def node_with_sig(op, inputs, attrs, shape, dtype, device, sig, value=None) -> Node:
+    """A node whose signature the caller interned once for many (bulk-recorded outputs,
+    backward templates, replayed data leaves): no tuple built or hashed per node."""
     n = Node.__new__(Node)
-    n.op = DATA
-    n.inputs = ()
-    n.attrs = ()
+    n.op = op
+    n.inputs = inputs
+    n.attrs = attrs
     n.shape = shape
     n.dtype = dtype
     n.device = device
@@ -105,20 +106,9 @@ def data_node_fast(value, shape, dtype, device, sig) -> Node:
     return n
 
 
-def node_with_sig(op, inputs, attrs, shape, dtype, device, sig) -> Node:
-    """A node whose signature the caller interned once for many (bulk-recorded outputs)."""
-    n = Node.__new__(Node)
-    n.op = op
-    n.inputs = inputs
-    n.attrs = attrs
-    n.shape = shape
-    n.dtype = dtype
-    n.device = device
-    n.value = None
-    n.site = None
-    n.mark = 0
-    n.sig = sig
-    return n
+def data_node_fast(value, shape, dtype, device, sig) -> Node:
+    """A data leaf with a precomputed signature (flowlite.compile's replay hot path)."""
+    return node_with_sig(DATA, (), (), shape, dtype, device, sig, value)
 
 
 def scalar_node(value, dtype) -> Node:

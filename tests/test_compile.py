@@ -7,6 +7,10 @@ import numpy as np
 import flowlite as fl
 from flowlite.optim import Optax
 import optax
+import pytest
+
+# the shared step helpers run many different programs from one source line
+pytestmark = pytest.mark.filterwarnings("ignore:flowlite.*recompiled")
 
 
 def _setup(seed=0):
@@ -18,6 +22,17 @@ def _setup(seed=0):
     tx = optax.inject_hyperparams(optax.adam)(learning_rate=0.1)
     opt = Optax([w, b], tx, hyperparams={"learning_rate": 0.1})
     return X, Y, w, b, opt
+
+
+def _lsq_step(w, b, opt):
+    """A least-squares training step on (x, y), the body most tests compile."""
+    def step(x, y):
+        opt.zero_grad()
+        loss = ((x @ w + b - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+    return step
 
 
 def _run(compiled, steps=20):
@@ -55,14 +70,7 @@ def test_replay_is_bit_identical_to_tracing_over_20_steps():
 
 def test_changed_input_shape_retraces():
     X, Y, w, b, opt = _setup()
-
-    @fl.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = ((x @ w + b - y) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
+    step = fl.compile(_lsq_step(w, b, opt))
 
     for _ in range(4):
         step(X, Y)
@@ -280,14 +288,7 @@ def test_flowlite_optimizer_hyperparameter_changes_are_replayed():
 
 def test_a_tensor_sharing_a_state_node_keeps_its_value():
     X, Y, w, b, opt = _setup()
-
-    @fl.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = ((x @ w + b - y) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
+    step = fl.compile(_lsq_step(w, b, opt))
 
     for _ in range(4):
         step(X, Y)
@@ -330,14 +331,7 @@ def test_an_overwritten_tensor_shared_with_another_keeps_the_others_value():
 
 def test_a_tensor_sharing_a_grad_keeps_its_value():
     X, Y, w, b, opt = _setup()
-
-    @fl.compile
-    def step(x, y):
-        opt.zero_grad()
-        loss = ((x @ w + b - y) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
+    step = fl.compile(_lsq_step(w, b, opt))
 
     for _ in range(4):
         step(X, Y)
@@ -352,14 +346,7 @@ def test_a_tensor_sharing_a_grad_keeps_its_value():
 def test_a_held_grad_tensor_keeps_its_value_as_when_tracing():
     for compiled in (False, True):
         X, Y, w, b, opt = _setup()
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = ((x @ w + b - y) ** 2).mean()
-            loss.backward()
-            opt.step()
-            return loss
-
+        step = _lsq_step(w, b, opt)
         if compiled:
             step = fl.compile(step)
         for _ in range(4):
