@@ -147,3 +147,35 @@ def test_a_rule_whose_nodes_change_between_recordings_is_never_templated(fresh_t
         y.sum().backward()
         np.testing.assert_allclose(w.grad.numpy(), np.full(3, f))
     assert bt._UNSAFE in bt._cache.values()
+
+
+def test_tied_weights_and_reused_activations_match_the_rules_bit_for_bit(fresh_templates):
+    # a weight used twice (tied embedding / output layer) and an activation feeding two
+    # branches: the template must wire every reuse exactly as the rules did
+    def run():
+        fl.manual_seed(3)
+        emb = nn.Embedding(11, 8)
+        norm = nn.LayerNorm(8)
+        opt = fl.optim.AdamW(list(emb.parameters()) + list(norm.parameters()), lr=1e-2)
+        rng = np.random.default_rng(5)
+        out = []
+        for _ in range(7):
+            idx = fl.from_numpy(rng.integers(0, 11, size=(4, 5)).astype(np.int32))
+            h = norm(emb(idx))
+            branch = h.tanh() * h + h.sigmoid()          # h used three times
+            logits = branch @ emb.weight.t()             # the tied weight, again
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(logits.reshape(-1, 11), idx.reshape(-1))
+            loss.backward()
+            opt.step()
+            out.append((loss.item(), emb.weight.grad.numpy().copy()))
+        return out
+
+    before = _templated()
+    templated = run()
+    assert _templated() - before == 5          # steps 3..7 came from the template
+    bt.enabled[0] = False
+    ruled = run()
+    for (la, ga), (lb, gb) in zip(templated, ruled):
+        assert la == lb
+        np.testing.assert_array_equal(ga, gb)
