@@ -7,6 +7,8 @@ executable with the donated leaf buffers marked.
 """
 from __future__ import annotations
 
+import time
+
 import jax
 from jax.sharding import SingleDeviceSharding
 
@@ -56,8 +58,10 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
     from .executor import Executable
     perm = _output_order(partners, donate) if partners else None
     lowered_slots = out_slots if perm is None else tuple(out_slots[i] for i in perm)
+    t0 = time.perf_counter()
     compiled = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
                              args).compile()
+    compile_s = time.perf_counter() - t0
     fn = compiled
     if perm is not None:
         where = [0] * len(perm)
@@ -70,7 +74,8 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
     exe = Executable(fn, len(out_slots), donate)
     exe.compiled = compiled
     exe.stats = _stats(compiled, len(args), len(out_slots), donate, args)
-    _release_compile_memory()
+    if compile_s > 0.25:     # small programs (eager mode's per-op ones) leave little behind
+        _release_compile_memory()
     return exe
 
 
