@@ -179,3 +179,32 @@ def test_tied_weights_and_reused_activations_match_the_rules_bit_for_bit(fresh_t
     for (la, ga), (lb, gb) in zip(templated, ruled):
         assert la == lb
         np.testing.assert_array_equal(ga, gb)
+
+
+def test_conv_batchnorm_dropout_training_matches_the_rules_bit_for_bit(fresh_templates):
+    def run():
+        fl.manual_seed(1)
+        model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                              nn.MaxPool2d(2), nn.Dropout(0.3), nn.Flatten(),
+                              nn.Linear(4 * 3 * 3, 5))
+        opt = fl.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        rng = np.random.default_rng(2)
+        out = []
+        for _ in range(6):
+            x = fl.from_numpy(rng.normal(size=(3, 2, 6, 6)).astype(np.float32))
+            y = fl.from_numpy(rng.integers(0, 5, size=(3,)).astype(np.int32))
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            out.append(loss.item())
+        return out, [t.numpy() for t in model.state_dict().values()]
+
+    before = _templated()
+    losses_t, state_t = run()
+    assert _templated() - before == 4
+    bt.enabled[0] = False
+    losses_r, state_r = run()
+    assert losses_t == losses_r
+    for a, b in zip(state_t, state_r):
+        np.testing.assert_array_equal(a, b)
