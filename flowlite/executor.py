@@ -214,7 +214,7 @@ class _Structure:
     """What a cached graph structure fixes for every run of it: which leaves may be
     donated (an output of the same shape/dtype can reuse the buffer) and how many of the
     graph's input tuples hold each — so a cache hit checks donations without a re-count."""
-    __slots__ = ("candidates", "out_sigs", "exes", "partners")
+    __slots__ = ("candidates", "out_sigs", "exes", "partners", "last_pack")
 
     def __init__(self, order, leaves, roots, base):
         avail = {}
@@ -238,6 +238,20 @@ class _Structure:
         self.out_sigs = [ir.intern_sig((_DATA, (), r.shape, r.dtype, 0)) for r in roots]
         self.partners = [_replaced_leaf(r, pos) for r in roots]
         self.exes = {}    # donated leaf indices -> Executable
+        self.last_pack = None   # (scalar values, their packed device arrays) of the last run
+
+    def scalar_pack(self, scalars, device):
+        """The host scalars as packed device arrays, uploaded again only when a value
+        changed (learning rates usually don't from one step to the next)."""
+        vals = [s.value for s in scalars]
+        last = self.last_pack
+        if last is not None and last[0] == vals:
+            return last[1]
+        pack = _pack_scalars(scalars)
+        if getattr(device, "mesh", None) is None:
+            pack = tuple(jax.device_put(a, device.jax_device) for a in pack)
+        self.last_pack = (vals, pack)
+        return pack
 
     def donatable(self, leaves):
         """Indices of leaves whose buffers nothing outside this graph can reach."""
@@ -277,7 +291,7 @@ def _run(roots, device, cause, owners=None):
     exe = st.exes.get(donate)
     args = [leaf.value for leaf in leaves]
     if scalars:
-        args.append(_pack_scalars(scalars))
+        args.append(st.scalar_pack(scalars, device))
     if exe is None:
         tc = time.perf_counter()
         slot = _slots(base, leaves, scalars, order)
