@@ -478,6 +478,51 @@ def _nll_t_vjp(a, i, o, g):
     return apply(nll, (g, t), a[:2], ct.shape, g.dtype), None
 
 
+def _layer_norm_lower(a, x, *wb):
+    k, eps, has_w, has_b = a
+    axes = tuple(range(x.ndim - k, x.ndim))
+    n = math.prod(x.shape[x.ndim - k:])
+    mean = jnp.sum(x, axes, keepdims=True) / n
+    d = x - mean
+    y = d * lax.rsqrt(jnp.sum(d * d, axes, keepdims=True) / n + eps)
+    if has_w:
+        y = y * wb[0]
+    if has_b:
+        y = y + wb[-1]
+    return y
+
+
+def _layer_norm_vjp(a, i, o, g):
+    k, eps, has_w, has_b = a
+    x = i[0]
+    axes = tuple(range(x.ndim - k, x.ndim))
+    lead = tuple(range(x.ndim - k))
+
+    def over_lead(t):      # sum over the leading (batch) dims: a weight/bias cotangent
+        return F.sum(t, lead) if lead else t
+
+    d = x - F.mean(x, axes, keepdim=True)
+    rstd = F.rsqrt(F.mean(d * d, axes, keepdim=True) + eps)
+    xhat = d * rstd
+    grads = [None]
+    gxhat = g
+    if has_w:
+        w = i[1]
+        gxhat = g * w
+        grads.append(over_lead(g * xhat) if w._edge is not None else None)
+    if has_b:
+        grads.append(over_lead(g) if i[-1]._edge is not None else None)
+    if x._edge is not None:
+        m1 = F.mean(gxhat, axes, keepdim=True)
+        m2 = F.mean(gxhat * xhat, axes, keepdim=True)
+        grads[0] = rstd * (gxhat - m1 - xhat * m2)
+    return tuple(grads)
+
+
+# LayerNorm over the trailing k dims (affine weight/bias optional): one node per call
+layer_norm = prim("layer_norm", _layer_norm_lower, _layer_norm_vjp)
+
+
 # negative log-likelihood of integer class targets (class dim 1), PyTorch's ignore_index
 nll = prim("nll", _nll_lower, _nll_vjp)
 nll_t = prim("nll_t", _nll_t_lower, _nll_t_vjp)

@@ -242,3 +242,24 @@ def test_linear_and_cross_entropy_second_order_gradients_match_jax(x64):
     rgg = jax.grad(lambda w: (jax.grad(ref)(w) ** 2).sum())(w0)
     np.testing.assert_allclose(g.numpy(), rg, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(gg.numpy(), rgg, rtol=1e-8, atol=1e-12)
+
+
+def test_layer_norm_primitive_bias_only_whole_input_and_second_order_match_jax(x64):
+    def ref(x, b):
+        mu = x.mean()
+        return (x - mu) / jnp.sqrt(((x - mu) ** 2).mean() + 1e-3) + b
+
+    x0, b0 = randn(7), randn(7)
+    x = fl.from_numpy(x0).requires_grad_(True)
+    b = fl.from_numpy(b0).requires_grad_(True)
+    y = F.layer_norm(x, (7,), None, b, eps=1e-3)     # normalises the whole (1-D) input
+    np.testing.assert_allclose(y.numpy(), ref(x0, b0), rtol=1e-12, atol=1e-12)
+    loss = (y * y * fl.from_numpy(np.arange(7.0))).sum()
+    gx, gb = fl.grad(loss, [x, b], create_graph=True)
+    (ggx,) = fl.grad((gx * gx).sum(), [x])
+    f = lambda x, b: (ref(x, b) ** 2 * np.arange(7.0)).sum()
+    rgx, rgb = jax.grad(f, argnums=(0, 1))(x0, b0)
+    rggx = jax.grad(lambda x: (jax.grad(f)(x, b0) ** 2).sum())(x0)
+    np.testing.assert_allclose(gx.numpy(), rgx, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(gb.numpy(), rgb, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ggx.numpy(), rggx, rtol=1e-7, atol=1e-10)

@@ -646,6 +646,12 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     if tuple(shp[len(shp) - k:]) != ns or k > len(shp):
         raise ValueError(f"layer_norm: normalized_shape {list(ns)} doesn't match the trailing "
                          f"dims of input of shape {tuple(shp)}")
+    dt = input._node.dtype
+    affine = [t for t in (weight, bias) if t is not None]
+    if all(t._node.shape == ns and t._node.dtype is dt for t in affine):
+        return apply(P.layer_norm, (input, *affine), (k, float(eps), weight is not None,
+                                                      bias is not None), shp, dt)
+    # affine parameters of another dtype or a broadcastable shape: the composed ops
     axes = tuple(range(len(shp) - k, len(shp)))
     mean = F.mean(input, axes, keepdim=True)
     d = input - mean
