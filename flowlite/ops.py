@@ -1532,8 +1532,8 @@ def einsum(eq, *operands):
 
 
 # ---- neural-network primitives ---------------------------------------------------------------
-def _conv_raw(x, w, attrs):
-    return apply(P.conv, (x, w), tuple(attrs))
+def _conv_raw(x, w, attrs, bias=None):
+    return apply(P.conv, (x, w) if bias is None else (x, w, bias), tuple(attrs))
 
 
 def _conv_input_grad(g, w, attrs, x_shape):

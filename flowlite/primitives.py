@@ -531,16 +531,22 @@ nll_t = prim("nll_t", _nll_t_lower, _nll_t_vjp)
 # conv attrs: (strides, padding pairs, lhs_dilation, rhs_dilation, groups)
 
 
-def _conv(a, x, w):
+def _conv(a, x, w, *b):
     strides, padding, lhs_dil, rhs_dil, groups = a[:5]
-    return lax.conv_general_dilated(x, w, strides, padding, lhs_dil, rhs_dil,
-                                    feature_group_count=groups)
+    y = lax.conv_general_dilated(x, w, strides, padding, lhs_dil, rhs_dil,
+                                 feature_group_count=groups)
+    # an optional per-channel bias (nn.Conv*'s): one node instead of reshape + add
+    return y + b[0].reshape((1, -1) + (1,) * (y.ndim - 2)) if b else y
 
 
 def _conv_vjp(a, i, o, g):
-    x, w = i
-    return (F._conv_input_grad(g, w, a, tuple(x.shape)),
-            F._conv_weight_grad(x, g, a, tuple(w.shape)))
+    x, w = i[0], i[1]
+    grads = (F._conv_input_grad(g, w, a, tuple(x.shape)) if x._edge is not None else None,
+             F._conv_weight_grad(x, g, a, tuple(w.shape)) if w._edge is not None else None)
+    if len(i) == 2:
+        return grads
+    return grads + (F.sum(g, (0,) + tuple(range(2, g.ndim))) if i[2]._edge is not None
+                    else None,)
 
 
 conv = prim("conv", _conv, _conv_vjp)

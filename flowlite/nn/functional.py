@@ -174,9 +174,14 @@ def _convnd(x, weight, bias, stride, padding, dilation, groups, nd, op):
             raise ValueError(f"{op}: input of shape {tuple(x.shape)} (padded by {pads}) is "
                              f"smaller than the kernel {tuple(weight.shape[2:])} with dilation "
                              f"{dilation}")
-    y = F._conv_raw(x, weight, (stride, pads, (1,) * nd, dilation, groups))
-    if bias is not None:
-        y = y + F.reshape(bias, (1, cout) + (1,) * nd)
+    attrs = (stride, pads, (1,) * nd, dilation, groups)
+    if bias is not None and bias._node.shape == (cout,) and bias._node.dtype is x._node.dtype \
+            and weight._node.dtype is x._node.dtype:
+        y = F._conv_raw(x, weight, attrs, bias)
+    else:
+        y = F._conv_raw(x, weight, attrs)
+        if bias is not None:
+            y = y + F.reshape(bias, (1, cout) + (1,) * nd)
     return y if batched else F.squeeze(y, 0)
 
 
