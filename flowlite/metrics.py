@@ -45,6 +45,9 @@ def user_site(depth: int = 2) -> str:
         code = f.f_code
         inside = _in_pkg.get(code)
         if inside is None:
+            if len(_in_pkg) > 50_000:     # exec'd code keeps making new code objects
+                _in_pkg.clear()
+                _sites.clear()
             inside = _in_pkg[code] = code.co_filename.startswith(_PKG_DIR)
         if not inside:
             break
