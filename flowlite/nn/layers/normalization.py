@@ -6,8 +6,6 @@ and the update is part of the training step's one executable.
 """
 from __future__ import annotations
 
-import numbers
-
 from ... import dtypes as D
 from ... import ops as F
 from ...autograd import no_grad
@@ -28,15 +26,7 @@ class _BatchNorm(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = new_param((num_features,), dtype, device)
-            if bias:
-                self.bias = new_param((num_features,), dtype, device)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, (num_features,), affine, bias, dtype, device)
         if track_running_stats:
             d = D.canonical(D.from_any(dtype)) if dtype is not None else D.default_float()
             self.register_buffer("running_mean", F.zeros(num_features, dtype=d, device=device))
@@ -58,10 +48,7 @@ class _BatchNorm(Module):
 
     def reset_parameters(self) -> None:
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input_dim(self, input):
         if input.ndim not in self._expected_dims:
@@ -105,10 +92,21 @@ class BatchNorm3d(_BatchNorm):
     _expected_dims = (5,)
 
 
-def _shape_tuple(normalized_shape):
-    if isinstance(normalized_shape, numbers.Integral):
-        return (int(normalized_shape),)
-    return tuple(int(s) for s in normalized_shape)
+_shape_tuple = Fn._norm_shape
+
+
+def _affine_params(module, shape, affine, bias, dtype, device):
+    """weight (and bias unless bias=False) of `shape`, or None entries without affine."""
+    module.register_parameter("weight", new_param(shape, dtype, device) if affine else None)
+    module.register_parameter("bias", new_param(shape, dtype, device) if affine and bias
+                              else None)
+
+
+def _reset_affine(module):
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
 
 
 class LayerNorm(Module):
@@ -120,22 +118,11 @@ class LayerNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = new_param(self.normalized_shape, dtype, device)
-            if bias:
-                self.bias = new_param(self.normalized_shape, dtype, device)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, self.normalized_shape, elementwise_affine, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return Fn.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -157,22 +144,11 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = new_param((num_channels,), dtype, device)
-            if bias:
-                self.bias = new_param((num_channels,), dtype, device)
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_params(self, (num_channels,), affine, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return Fn.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
