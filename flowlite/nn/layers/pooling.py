@@ -42,25 +42,9 @@ class MaxPool3d(_MaxPoolNd):
     _fn = staticmethod(Fn.max_pool3d)
 
 
-class AvgPool1d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True):
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = stride if stride is not None else kernel_size
-        self.padding = padding
-        self.ceil_mode = ceil_mode
-        self.count_include_pad = count_include_pad
+class _AvgPoolNd(Module):
+    _fn = None
 
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-    def forward(self, input):
-        return Fn.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                             self.count_include_pad)
-
-
-class AvgPool2d(Module):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True, divisor_override=None):
         super().__init__()
@@ -75,14 +59,26 @@ class AvgPool2d(Module):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
     def forward(self, input):
-        return Fn.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                             self.count_include_pad, self.divisor_override)
+        return type(self)._fn(input, self.kernel_size, self.stride, self.padding,
+                              self.ceil_mode, self.count_include_pad, self.divisor_override)
 
 
-class AvgPool3d(AvgPool2d):
+class AvgPool1d(_AvgPoolNd):
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True):    # PyTorch's AvgPool1d has no divisor_override
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+
     def forward(self, input):
-        return Fn.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                             self.count_include_pad, self.divisor_override)
+        return Fn.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                             self.count_include_pad)
+
+
+class AvgPool2d(_AvgPoolNd):
+    _fn = staticmethod(Fn.avg_pool2d)
+
+
+class AvgPool3d(_AvgPoolNd):
+    _fn = staticmethod(Fn.avg_pool3d)
 
 
 class _AdaptivePool(Module):
