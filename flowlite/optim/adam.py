@@ -18,18 +18,38 @@ from .optimizer import Optimizer
 from .transforms import scale_by_amsgrad
 
 
+def with_weight_decay(direction, learning_rate, weight_decay, decoupled=False):
+    """PyTorch's weight decay around an update direction: an L2 term added to the gradient
+    before it, or (decoupled, AdamW-style) a decay of the parameters after it."""
+    decay = optax.add_decayed_weights(weight_decay)
+    parts = [direction, decay] if decoupled else [decay, direction]
+    return optax.chain(*parts, optax.scale_by_learning_rate(learning_rate))
+
+
 def _adam(learning_rate, b1, b2, eps, weight_decay, *, amsgrad, decoupled):
     direction = scale_by_amsgrad(b1, b2, eps) if amsgrad else optax.scale_by_adam(b1, b2, eps)
-    if decoupled:
-        parts = [direction, optax.add_decayed_weights(weight_decay)]
-    else:
-        parts = [optax.add_decayed_weights(weight_decay), direction]
-    return optax.chain(*parts, optax.scale_by_learning_rate(learning_rate))
+    return with_weight_decay(direction, learning_rate, weight_decay, decoupled)
 
 
 def betas_hyper(group):
     b1, b2 = group["betas"]
     return {"b1": float(C._num(b1)), "b2": float(C._num(b2))}
+
+
+def adam_family_hyper(group, *extra):
+    """lr, betas, eps, weight_decay (+ extra names) of an Adam-like group, as floats."""
+    hyper = dict(betas_hyper(group), **C.hyper(group, "eps", "weight_decay", *extra))
+    hyper["learning_rate"] = float(C._num(group["lr"]))
+    return hyper
+
+
+def check_adam_family(group, *extra_nonneg):
+    C.check_lr(group)
+    C.check_eps(group)
+    C.check_betas(group)
+    C.check_nonneg(group, "weight_decay")
+    for name in extra_nonneg:
+        C.check_nonneg(group, name)
 
 
 class Adam(Optimizer):
@@ -41,14 +61,10 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _validate(self, group):
-        C.check_lr(group)
-        C.check_eps(group)
-        C.check_betas(group)
-        C.check_nonneg(group, "weight_decay")
+        check_adam_family(group)
 
     def _transform(self, group):
-        hyper = dict(betas_hyper(group), **C.hyper(group, "eps", "weight_decay"))
-        hyper["learning_rate"] = float(C._num(group["lr"]))
+        hyper = adam_family_hyper(group)
         static = dict(amsgrad=bool(group["amsgrad"]),
                       decoupled=bool(group.get("decoupled_weight_decay", False)))
         return _adam, hyper, static

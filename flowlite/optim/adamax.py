@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import optax
 
-from . import _checks as C
-from .adam import betas_hyper
+from .adam import adam_family_hyper, check_adam_family, with_weight_decay
 from .optimizer import Optimizer
 
 
 def _adamax(learning_rate, b1, b2, eps, weight_decay):
-    return optax.chain(optax.add_decayed_weights(weight_decay),
-                       optax.scale_by_adamax(b1, b2, eps),
-                       optax.scale_by_learning_rate(learning_rate))
+    return with_weight_decay(optax.scale_by_adamax(b1, b2, eps), learning_rate, weight_decay)
 
 
 class Adamax(Optimizer):
@@ -29,12 +26,7 @@ class Adamax(Optimizer):
         super().__init__(params, defaults)
 
     def _validate(self, group):
-        C.check_lr(group)
-        C.check_eps(group)
-        C.check_betas(group)
-        C.check_nonneg(group, "weight_decay")
+        check_adam_family(group)
 
     def _transform(self, group):
-        hyper = dict(betas_hyper(group), **C.hyper(group, "eps", "weight_decay"))
-        hyper["learning_rate"] = float(C._num(group["lr"]))
-        return _adamax, hyper, {}
+        return _adamax, adam_family_hyper(group), {}

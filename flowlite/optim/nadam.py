@@ -10,21 +10,14 @@ optax: add_decayed_weights -> transforms.scale_by_nadam -> [add_decayed_weights]
 """
 from __future__ import annotations
 
-import optax
-
-from . import _checks as C
-from .adam import betas_hyper
+from .adam import adam_family_hyper, check_adam_family, with_weight_decay
 from .optimizer import Optimizer
 from .transforms import scale_by_nadam
 
 
 def _nadam(learning_rate, b1, b2, eps, weight_decay, momentum_decay, *, decoupled):
-    direction = scale_by_nadam(b1, b2, eps, momentum_decay)
-    if decoupled:
-        parts = [direction, optax.add_decayed_weights(weight_decay)]
-    else:
-        parts = [optax.add_decayed_weights(weight_decay), direction]
-    return optax.chain(*parts, optax.scale_by_learning_rate(learning_rate))
+    return with_weight_decay(scale_by_nadam(b1, b2, eps, momentum_decay), learning_rate,
+                             weight_decay, decoupled)
 
 
 class NAdam(Optimizer):
@@ -36,14 +29,8 @@ class NAdam(Optimizer):
         super().__init__(params, defaults)
 
     def _validate(self, group):
-        C.check_lr(group)
-        C.check_eps(group)
-        C.check_betas(group)
-        C.check_nonneg(group, "weight_decay")
-        C.check_nonneg(group, "momentum_decay")
+        check_adam_family(group, "momentum_decay")
 
     def _transform(self, group):
-        hyper = dict(betas_hyper(group),
-                     **C.hyper(group, "eps", "weight_decay", "momentum_decay"))
-        hyper["learning_rate"] = float(C._num(group["lr"]))
+        hyper = adam_family_hyper(group, "momentum_decay")
         return _nadam, hyper, dict(decoupled=bool(group["decoupled_weight_decay"]))
