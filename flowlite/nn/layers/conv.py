@@ -5,12 +5,10 @@ Weights: convolution (out_channels, in_channels/groups, *kernel); transposed con
 """
 from __future__ import annotations
 
-import math
 
 from .. import functional as Fn
-from .. import init
 from ..module import Module
-from ._util import new_param, ntuple
+from ._util import ntuple, reset_kaiming_uniform, weight_and_bias
 
 _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -72,20 +70,11 @@ class _ConvNd(Module):
             wshape = (in_channels, out_channels // groups) + self.kernel_size
         else:
             wshape = (out_channels, in_channels // groups) + self.kernel_size
-        self.weight = new_param(wshape, dtype, device)
-        if bias:
-            self.bias = new_param((out_channels,), dtype, device)
-        else:
-            self.register_parameter("bias", None)
+        weight_and_bias(self, wshape, out_channels, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        reset_kaiming_uniform(self)
 
     def extra_repr(self) -> str:
         s = f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, " \

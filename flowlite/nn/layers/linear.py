@@ -6,7 +6,7 @@ import math
 from .. import functional as Fn
 from .. import init
 from ..module import Module
-from ._util import new_param
+from ._util import reset_kaiming_uniform, weight_and_bias
 
 
 class Identity(Module):
@@ -28,19 +28,11 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = new_param((out_features, in_features), dtype, device)
-        if bias:
-            self.bias = new_param((out_features,), dtype, device)
-        else:
-            self.register_parameter("bias", None)
+        weight_and_bias(self, (out_features, in_features), out_features, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.in_features
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        reset_kaiming_uniform(self)
 
     def forward(self, input):
         return Fn.linear(input, self.weight, self.bias)
@@ -63,11 +55,8 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        self.weight = new_param((out_features, in1_features, in2_features), dtype, device)
-        if bias:
-            self.bias = new_param((out_features,), dtype, device)
-        else:
-            self.register_parameter("bias", None)
+        weight_and_bias(self, (out_features, in1_features, in2_features), out_features, bias,
+                        dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
