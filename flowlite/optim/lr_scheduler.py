@@ -126,6 +126,12 @@ class _LambdaState:
 
     _non_state = ("optimizer", "lr_lambdas")
 
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        _check_optimizer(optimizer)
+        self.optimizer = optimizer
+        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
     def state_dict(self):
         sd = LRScheduler.state_dict(self)
         sd["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else dict(fn.__dict__)
@@ -158,24 +164,12 @@ def _lambdas(optimizer, lr_lambda):
 class LambdaLR(_LambdaState, LRScheduler):
     """lr = initial_lr * lr_lambda(epoch)."""
 
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        _check_optimizer(optimizer)
-        self.optimizer = optimizer
-        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch)
-
     def get_lr(self):
         return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
 
 
 class MultiplicativeLR(_LambdaState, LRScheduler):
     """lr_t = lr_{t-1} * lr_lambda(t) for t > 0."""
-
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
-        _check_optimizer(optimizer)
-        self.optimizer = optimizer
-        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
         if self._is_initial:
