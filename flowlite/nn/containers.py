@@ -180,57 +180,68 @@ class ModuleList(Module):
                                   "it in the parent's forward")
 
 
-class ModuleDict(Module):
-    """An ordered dict of modules, registered under their keys."""
+class _RegistryDict(Module):
+    """The dict protocol over one of the module's registries (`_modules`, `_parameters`):
+    ModuleDict and ParameterDict differ only in which one, and how an item is registered."""
+    _registry = ""
 
-    def __init__(self, modules=None):
+    def __init__(self, items=None):
         super().__init__()
-        if modules is not None:
-            self.update(modules)
+        if items is not None:
+            self.update(items)
+
+    def _items(self):
+        return self.__dict__[self._registry]
 
     def __getitem__(self, key):
-        return self._modules[key]
+        return self._items()[key]
+
+    def __delitem__(self, key):
+        del self._items()[key]
+
+    def __len__(self):
+        return len(self._items())
+
+    def __iter__(self):
+        return iter(self._items())
+
+    def __contains__(self, key):
+        return key in self._items()
+
+    def keys(self):
+        return self._items().keys()
+
+    def items(self):
+        return self._items().items()
+
+    def values(self):
+        return self._items().values()
+
+    def get(self, key, default=None):
+        return self._items().get(key, default)
+
+    def pop(self, key):
+        return self._items().pop(key)
+
+    def clear(self):
+        self._items().clear()
+
+    def update(self, items):
+        pairs = items.items() if isinstance(items, (collections.abc.Mapping, _RegistryDict)) \
+            else items
+        for k, v in pairs:
+            self[k] = v
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} is a container and has no forward()")
+
+
+class ModuleDict(_RegistryDict):
+    """An ordered dict of modules, registered under their keys."""
+    _registry = "_modules"
 
     def __setitem__(self, key, module):
         self.add_module(key, module)
-
-    def __delitem__(self, key):
-        del self._modules[key]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __contains__(self, key):
-        return key in self._modules
-
-    def clear(self):
-        self._modules.clear()
-
-    def pop(self, key):
-        m = self._modules[key]
-        del self._modules[key]
-        return m
-
-    def keys(self):
-        return self._modules.keys()
-
-    def items(self):
-        return self._modules.items()
-
-    def values(self):
-        return self._modules.values()
-
-    def update(self, modules):
-        items = modules.items() if isinstance(modules, (collections.abc.Mapping, ModuleDict)) \
-            else modules
-        for k, m in items:
-            self[k] = m
-
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ModuleDict is a container and has no forward()")
 
 
 def _params_repr(params):
@@ -289,60 +300,12 @@ class ParameterList(Module):
         raise NotImplementedError("ParameterList is a container and has no forward()")
 
 
-class ParameterDict(Module):
+class ParameterDict(_RegistryDict):
     """An ordered dict of parameters registered under their keys."""
-
-    def __init__(self, parameters=None):
-        super().__init__()
-        if parameters is not None:
-            self.update(parameters)
-
-    def __getitem__(self, key):
-        return self._parameters[key]
+    _registry = "_parameters"
 
     def __setitem__(self, key, value):
         self.register_parameter(key, _as_parameter(value))
 
-    def __delitem__(self, key):
-        del self._parameters[key]
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def __contains__(self, key):
-        return key in self._parameters
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def items(self):
-        return self._parameters.items()
-
-    def values(self):
-        return self._parameters.values()
-
-    def pop(self, key):
-        p = self._parameters[key]
-        del self._parameters[key]
-        return p
-
-    def get(self, key, default=None):
-        return self._parameters.get(key, default)
-
-    def clear(self):
-        self._parameters.clear()
-
-    def update(self, parameters):
-        items = parameters.items() if isinstance(parameters, (collections.abc.Mapping,
-                                                              ParameterDict)) else parameters
-        for k, v in items:
-            self[k] = v
-
     def extra_repr(self):
         return _params_repr(self._parameters)
-
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ParameterDict is a container and has no forward()")
