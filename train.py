@@ -69,24 +69,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def positive_int(text):
+def _checked_int(text, ok, what):
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        v = None
+    if v is None or not ok(v):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
     return v
+
+
+def positive_int(text):
+    return _checked_int(text, lambda v: v >= 1, "a positive integer")
 
 
 def non_negative_int(text):
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
+    return _checked_int(text, lambda v: v >= 0, "an integer >= 0")
 
 
 def positive_float(text):
