@@ -32,14 +32,14 @@ from .ops import (zeros, ones, full, empty, zeros_like, ones_like, full_like, em
                   le, gt, ge, add, sub, mul, div, floor_divide)
 from .random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm, rand_like,
                      randn_like, get_rng_state, set_rng_state)
-from .autograd import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
-from . import executor as _executor
+from .tape import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+from . import autograd as _autograd, executor as _executor
+from .metrics import user_site as _user_site
 
 
 def sync() -> None:
     """Run all pending work now (one executable per device); returns once it is enqueued."""
-    from .metrics import user_site
-    _executor.sync(f"flowlite.sync() at {user_site(2)}")
+    _executor.sync(f"flowlite.sync() at {_user_site(2)}")
 
 
 from .serialization import save, load
@@ -56,7 +56,6 @@ from_numpy = from_numpy
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          allow_unused=False):
     """Gradients of `outputs` w.r.t. `inputs` (like torch.autograd.grad), as lazy tensors."""
-    from . import autograd
     single = isinstance(outputs, Tensor)
     outs = [outputs] if single else list(outputs)
     ins_single = isinstance(inputs, Tensor)
@@ -77,7 +76,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         grads.append(g)
     if retain_graph is None:
         retain_graph = create_graph
-    res = autograd.run_backward(outs, grads, retain_graph=retain_graph,
+    res = _autograd.run_backward(outs, grads, retain_graph=retain_graph,
                                 create_graph=create_graph, inputs=ins, accumulate=False,
                                 allow_unused=allow_unused)
     return tuple(res)
@@ -93,6 +92,7 @@ def numel(x) -> int:
 
 __version__ = "0.1.0"
 
+from . import extend  # noqa: E402,F401  (the extension API nn/optim/data build on)
 from . import nn, optim, data  # noqa: E402  (fl.nn, fl.optim, fl.data like torch.nn/optim)
 
 # Lazy tracing allocates a few small objects per op; Python's full (generation-2) garbage

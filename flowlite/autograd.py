@@ -1,4 +1,8 @@
-"""flowlite's reverse-mode tape.
+"""flowlite's reverse-mode engine: `backward()` and `grad()` over the tape.
+
+Layer: autograd — imports ir, runtime, tape, tensor and backward_templates.  The grad mode
+and the tape's entries (GradFn, AccumulateGrad) live in `tape`, below the tensor; this
+engine sits above the op front end because the VJPs it runs are written in flowlite ops.
 
 Every differentiable op run under grad mode with an input that requires grad
 gets a `GradFn`: the primitive, its static attributes, the input *nodes*
@@ -10,123 +14,12 @@ forward, and with `create_graph=True` it is itself differentiable.
 """
 from __future__ import annotations
 
-import threading
-import weakref
-
 from . import backward_templates as _templates, ir
-from .executor import exec_epoch as _exec_epoch
-
-class _GradState(threading.local):
-    enabled = True   # class default: a plain attribute read on the hot path, per thread
-    in_backward = False
-
-
-_state = _GradState()
-
-
-def is_grad_enabled() -> bool:
-    return _state.enabled
-
-
-def set_grad_enabled(mode: bool) -> None:
-    _state.enabled = bool(mode)
-
-
-class _GradMode:
-    mode = True
-
-    def __enter__(self):
-        self.prev = is_grad_enabled()
-        set_grad_enabled(self.mode)
-        return self
-
-    def __exit__(self, *exc):
-        set_grad_enabled(self.prev)
-        return False
-
-    def __call__(self, fn):
-        import functools
-
-        @functools.wraps(fn)
-        def wrapper(*a, **k):
-            with self.__class__():
-                return fn(*a, **k)
-        return wrapper
-
-
-class no_grad(_GradMode):
-    """Context manager / decorator: ops inside record no tape."""
-    mode = False
-
-
-class enable_grad(_GradMode):
-    mode = True
-
-
-class AccumulateGrad:
-    """Edge into a leaf tensor that requires grad (PyTorch's AccumulateGrad)."""
-    __slots__ = ("tensor_ref", "__weakref__")
-
-    def __init__(self, tensor):
-        self.tensor_ref = weakref.ref(tensor)
-
-    name = "AccumulateGrad"
-
-
-class GradFn:
-    __slots__ = ("prim", "attrs", "inputs", "edges", "out", "retain", "epoch", "sig",
-                 "__weakref__")
-
-    def __init__(self, prim, attrs, inputs, edges, out):
-        self.epoch = _exec_epoch[0]
-        self.sig = out.sig        # the output's signature at creation (backward templates key)
-        self.prim = prim
-        self.attrs = attrs
-        self.inputs = inputs      # tuple of Nodes (None once freed)
-        self.edges = edges        # tuple of GradFn | AccumulateGrad | None per input
-        self.out = out            # output Node
-        self.retain = None        # weakref to a non-leaf tensor that called retain_grad()
-
-    def name(self):
-        return f"{self.prim.name.capitalize()}Backward"
-
-    def __repr__(self):
-        return f"<{self.name()}>"
-
-    @property
-    def next_functions(self):
-        return tuple((e, 0) for e in self.edges)
-
-
-# GradFns that may still run backward: their pending saved nodes must survive a sync.
-_live: list = []
-
-
-def register(fn: GradFn) -> None:
-    _live.append(weakref.ref(fn))
-
-
-def saved_pending_nodes() -> list:
-    """Pending nodes saved by live tape entries (extra sync roots)."""
-    out = []
-    alive = []
-    for r in _live:
-        fn = r()
-        if fn is None or fn.inputs is None:
-            continue
-        alive.append(r)
-        for n in fn.inputs:
-            if n.op is not ir.DATA and n.op is not ir.SCALAR:
-                out.append(n)
-        if fn.out.op is not ir.DATA:
-            out.append(fn.out)
-    _live[:] = alive
-    return out
-
-
-class _TupleCotangent(list):
-    """Cotangent of a multi-output node: one slot per output (None = zero)."""
-
+from .runtime import rt
+from .tape import (AccumulateGrad, GradFn, _GradMode, _TupleCotangent, _live, _state, enable_grad,
+                   is_grad_enabled, no_grad, register, saved_pending_nodes,
+                   set_grad_enabled)
+from .tensor import Tensor, set_node_recorder
 
 def _accumulate(a, b):
     if a is None:
@@ -145,8 +38,6 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
     roots: tensors; grads: matching cotangent tensors.  If `inputs` is given,
     returns the gradient for each (and writes no .grad unless accumulate).
     """
-    Tensor = _tensor_types[0] if _tensor_types else _bind_tensor_types()
-
     # Collect GradFns reachable from the roots, with dependency counts.
     pending = {}   # fn -> accumulated cotangent
     deps = {}
@@ -301,7 +192,6 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
 
 def _record_backward(recording, key, env, edges, roots, grads, retain_graph):
     """Run the VJP rules while recording the nodes they create (backward templates)."""
-    from .tensor import set_node_recorder
     created, outs = [], []
     set_node_recorder(created)
     try:
@@ -315,35 +205,22 @@ class _recorder_paused:
     """Nodes made while accumulating into an existing .grad depend on it, not on the tape."""
 
     def __enter__(self):
-        from .tensor import _recorder
-        self.saved = _recorder[0]
-        _recorder[0] = None
+        self.saved = rt.recorder
+        rt.recorder = None
 
     def __exit__(self, *exc):
-        from .tensor import _recorder
-        _recorder[0] = self.saved
+        rt.recorder = self.saved
         return False
-
-
-_tensor_types = []   # flowlite.tensor.Tensor, bound on first backward (tensor imports us)
-
-
-def _bind_tensor_types():
-    from .tensor import Tensor
-    _tensor_types.append(Tensor)
-    return Tensor
 
 
 def _check_mid_step_syncs(root_edges):
     """A sync between this forward pass and its backward means two executables per step."""
     for e, _ in root_edges:
-        if isinstance(e, GradFn) and e.epoch < _exec_epoch[0]:
-            from .executor import _exec_causes
-            from . import debug
-            for k in range(e.epoch + 1, _exec_epoch[0] + 1):
-                c = _exec_causes.get(k)
+        if isinstance(e, GradFn) and e.epoch < rt.exec_epoch:
+            for k in range(e.epoch + 1, rt.exec_epoch + 1):
+                c = rt.exec_causes.get(k)
                 if c is not None and not c.startswith(("optimizer", "eager")):
-                    debug.on_mid_step_execution(c)
+                    rt.on_mid_step_execution(c)
 
 
 def _call_vjp(fn: GradFn, g, Tensor, wrap):

@@ -15,11 +15,14 @@ mark the key as untemplated: that tape always runs its VJP rules.
 
 Only the plain `loss.backward()` of one root uses templates; `create_graph`, `grad(...,
 inputs=)`, `retain_grad()` and the eager / anomaly debug modes run the rules.
+
+Layer: part of the autograd engine — imports ir, metrics and runtime only.
 """
 from __future__ import annotations
 
 from . import ir
 from .metrics import _C, user_site
+from .runtime import rt
 
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
 _UNSAFE = "untemplated"
@@ -113,25 +116,18 @@ def lookup(key):
     return t
 
 
-_flags = []   # flowlite.debug's switches, bound on first use (debug imports the executor)
-
-
-def _debug_flags():
-    if not _flags:
-        from .debug import flags
-        _flags.append(flags)
-    return _flags[0]
+_flags = rt.flags   # the debug switches
 
 
 def rules_must_run() -> bool:
     """Eager and anomaly modes check every op as it is made: no shortcuts then."""
-    flags = _flags[0] if _flags else _debug_flags()
+    flags = _flags
     return flags["eager"] or flags["anomaly"]
 
 
 def emit(t, env, edges, Tensor):
     """Re-create the template's nodes on this step's saved nodes; set the leaves' .grad."""
-    flags = _flags[0] if _flags else _debug_flags()
+    flags = _flags
     site = user_site(3) if flags["track_sites"] else None   # backward's line, as the rules get
     env.extend(t.consts)
     make = ir.node_with_sig

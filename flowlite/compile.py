@@ -23,15 +23,18 @@ building the full signature.
 from __future__ import annotations
 
 import dis
+import gc
 import sys
 import types
+import warnings
 import weakref
 
 import jax
 import numpy as np
 
 from . import executor, ir, metrics
-from . import random as _random
+from .device import default_device
+from .runtime import rt
 from .tensor import Tensor
 
 _DATA = ir.DATA
@@ -209,7 +212,7 @@ class CompiledFunction:
                     return False
             elif kind is _SAME_MODULE:
                 if v is None or a() is not v or (
-                        b[0] != _nn_module[0].MODE_VERSION[0] and _module_modes(v) != b[1]):
+                        b[0] != _stateful.version() and _stateful_state(v) != b[1]):
                     return False
             elif v is _MISSING or _guard_value(v) != b:
                 return False
@@ -251,20 +254,18 @@ class CompiledFunction:
                 t = t()
                 if t is not None:
                     state_start.setdefault(id(t._node), t)
-        from . import random as _random
-        c0 = _random._counter[0]
-        executor.observers.append(rec)
+        c0 = rt.rng_draws
+        rt.observers.append(rec)
         try:
             result = self.fn(*args)
         finally:
-            executor.observers.remove(rec)
-        rec.rng = (c0, _random._counter[0] - c0)
+            rt.observers.remove(rec)
+        rec.rng = (c0, rt.rng_draws - c0)
         if sig in self._no_replay:
             return result
         info = self._analyse(rec, flat, arg_nodes, state_start, result, prev)
         if len(rec.events) > 1 and not self._warned_return:
             self._warned_return = True
-            import warnings
             warnings.warn(f"flowlite.compile({getattr(self.fn, '__name__', 'fn')}): a call ran "
                           f"{len(rec.events)} executables, so it can't be replayed; keep one "
                           "sync per call (e.g. only opt.step()).", stacklevel=3)
@@ -341,7 +342,6 @@ class CompiledFunction:
                         continue
                     if not self._warned_return:
                         self._warned_return = True
-                        import warnings
                         warnings.warn(
                             f"flowlite.compile({getattr(self.fn, '__name__', 'fn')}): the "
                             "function returns a tensor computed after its last sync, so each "
@@ -370,7 +370,6 @@ class CompiledFunction:
         plan.ret_roots = ret_roots
         plan.donate = donate
         plan.state_meta = [(leaf.shape, leaf.dtype) for leaf in leaves]
-        from .device import default_device
         plan.out_meta = [(r.shape, r.dtype, ir.intern_sig((_DATA, (), r.shape, r.dtype, 0)),
                           r.device or default_device()) for r in roots]
         groups = {}
@@ -415,7 +414,7 @@ class CompiledFunction:
             t = owner()
             if t is not None and t._node is not node:
                 return _FALLBACK
-        rng_base = _random._counter[0]
+        rng_base = rt.rng_draws
         if plan.scalar_vals is not None:
             pack = _scalar_pack(plan, rng_base)
             if pack is _FALLBACK:
@@ -423,7 +422,7 @@ class CompiledFunction:
             args[-1] = pack
         outs = plan.exe.fn(*args)
         del args
-        _random._counter[0] = rng_base + plan.rng_delta
+        rt.rng_draws = rng_base + plan.rng_delta
         C = metrics._C
         C["executions"] += 1
         C["cache_hits"] += 1
@@ -511,7 +510,7 @@ def _value_check(v):
     gv = _guard_value(v)
     try:
         if gv[0] == "module":
-            return _SAME_MODULE, weakref.ref(v), (_nn_module[0].MODE_VERSION[0], gv[2])
+            return _SAME_MODULE, weakref.ref(v), (_stateful.version(), gv[2])
         if gv[0] == "obj" and not isinstance(v, (list, tuple)):
             # guarded by identity: the same (live) object, which keeps its type
             return _SAME_OBJ, weakref.ref(v), None
@@ -609,13 +608,11 @@ def _prepare(plan):
 
 
 def _hp_cacheable(opt):
-    """flowlite's own optimizers derive their hyper-parameters from the param group alone
-    (Optimizer._tx_for over a flowlite `_transform`), so an unchanged group means unchanged
-    values; anything else (Optax, user overrides) is re-read on every replay."""
-    from .optim.optimizer import Optimizer
-    cls = type(opt)
-    return cls._tx_for is Optimizer._tx_for and \
-        getattr(cls._transform, "__module__", "").startswith("flowlite.optim.")
+    """An optimizer whose hyper-parameters derive from its param group alone says so
+    (`_hyperparams_from_group()`): an unchanged group then means unchanged values; any
+    other (Optax, user overrides) is re-read on every replay."""
+    own = getattr(opt, "_hyperparams_from_group", None)
+    return bool(own is not None and own())
 
 
 def _group_snapshot(group):
@@ -702,44 +699,44 @@ def _guard_value(v):
     t = type(v)
     if t in _EXACT_SCALAR or isinstance(v, _SCALAR_TYPES):
         return (t, v)
-    Module = _module_class()
-    if Module is not None and isinstance(v, Module):
-        return ("module", id(v), _module_modes(v))
+    cls = _stateful.cls
+    if cls is not None and isinstance(v, cls):
+        return ("module", id(v), _stateful_state(v))
     if isinstance(v, (list, tuple)) and len(v) < 16 and all(
             isinstance(x, _SCALAR_TYPES) for x in v):
         return (type(v), tuple(v))
     return ("obj", id(v))
 
 
-_nn_module = []    # flowlite.nn.module once importable (it imports after this module)
+class _stateful:
+    """Objects whose state changes what a step computes (nn.Module's train/eval flags),
+    as `register_guard` declared them."""
+    cls = None
+    state = None
+    version = staticmethod(lambda: 0)
 
 
-def _module_class():
-    if not _nn_module:
-        try:
-            from .nn import module
-        except Exception:  # nn not importable: no module guards
-            return None
-        _nn_module.append(module)
-    return _nn_module[0].Module
+def register_guard(cls, state, version) -> None:
+    """Guard compiled steps on instances of `cls` by `state(obj)` (a hashable snapshot);
+    `version()` changes whenever the state of any instance may have changed, so a replay
+    re-reads the state only then.  nn registers its Module class here."""
+    _stateful.cls, _stateful.state, _stateful.version = cls, state, staticmethod(version)
 
 
-_mode_cache: dict = {}
+_state_cache: dict = {}
 
 
-def _module_modes(m):
-    """train/eval flags of a module tree, recomputed only after some train()/eval() call."""
-    version = _nn_module[0].MODE_VERSION[0]
-    hit = _mode_cache.get(id(m))
+def _stateful_state(m):
+    version = _stateful.version()
+    hit = _state_cache.get(id(m))
     if hit is not None and hit[0] == version and hit[1]() is m:
         return hit[2]
-    flags = tuple(x.training for x in m.modules())
-    _mode_cache[id(m)] = (version, weakref.ref(m), flags)
+    flags = _stateful.state(m)
+    _state_cache[id(m)] = (version, weakref.ref(m), flags)
     return flags
 
 
 def _const_owners(sources):
-    import gc
     out = []
     for kind, ref in sources:
         if kind != "const":

@@ -12,12 +12,13 @@ from __future__ import annotations
 import jax
 from jax import lax
 
-from . import autograd, dtypes as D, executor, ir
+from . import autograd, dtypes as D, ir
+from . import ops as F
 from . import primitives as P
 from .ir import Node, Prim
+from .runtime import rt
 from .tensor import Tensor, apply
 
-_tracing = executor.tracing_body
 
 
 def _no_lower(attrs, *xs):
@@ -47,14 +48,14 @@ def _trace_body(fn, carry_tree, carry_leaves, x_tree, x_leaves):
     cps = [_placeholder(i, c.shape, c.dtype, c._node.device) for i, c in enumerate(carry_leaves)]
     xps = [_placeholder(nc + i, x.shape[1:], x.dtype, x._node.device)
            for i, x in enumerate(x_leaves)]
-    mark = len(executor._pending)
-    _tracing[0] += 1
+    mark = len(rt.pending)
+    rt.tracing_body += 1
     try:
         out = fn(jax.tree_util.tree_unflatten(carry_tree, cps),
                  jax.tree_util.tree_unflatten(x_tree, xps) if x_leaves else None)
     finally:
-        _tracing[0] -= 1
-        del executor._pending[mark:]
+        rt.tracing_body -= 1
+        del rt.pending[mark:]
     if not isinstance(out, tuple) or len(out) != 2:
         raise TypeError("scan: the body must return a pair (new_carry, y)")
     new_carry, ys = out
@@ -205,7 +206,6 @@ def _scan_vjp(attrs, inputs, out, g):
     program, out_refs, nc, nx, nk, length, reverse = attrs
     init, seqs, consts = inputs[:nc], inputs[nc:nc + nx], inputs[nc + nx:]
     ny = len(out_refs) - nc
-    from . import ops as F
     # the stacked per-step input carries are outputs nc+ny.. of the forward node
     n_out = nc + ny + nc
     saved = [apply(P.tuple_get, (out,), (nc + ny + j, n_out),
@@ -275,7 +275,6 @@ def _scan_vjp(attrs, inputs, out, g):
 
 
 def _z(g, like):
-    from . import ops as F
     return g if g is not None else F.zeros_like(like)
 
 

@@ -1,22 +1,27 @@
 """Making laziness visible: recompile explanations, sync hygiene, eager and anomaly modes,
 graph and HLO inspection.
 
+Layer: observer — imports ir, runtime, tape, lowering, executor, tensor and metrics, and
+installs its hooks on `runtime.rt` (the executor and tracer never import it).
 Everything here is off the hot path unless switched on: the tracer checks one flag per op.
 """
 from __future__ import annotations
 
 import contextlib
-import os
+import difflib
 import warnings
 
 import numpy as np
 
 from . import executor, ir, metrics
+from .device import default_device
+from .lowering import lower_program
+from .runtime import rt
+from .tape import _state as _grad_state
+from .tensor import Tensor
 
-# ---- switches read by the tracer (lists so the hot path reads a cell, not a global) ----------
-flags = {"track_sites": os.environ.get("FLOWLITE_TRACK_SITES", "") not in ("", "0"),
-         "eager": os.environ.get("FLOWLITE_EAGER", "") not in ("", "0"),
-         "anomaly": False, "strict": 0}
+# ---- switches read by the tracer: `rt.debug_on` is the one flag checked per op ---------------
+flags = rt.flags
 RECOMPILE_WARN_AFTER = [3]      # warn once a site has recompiled more than N times
 GRAPH_SIZE_WARN = [200_000]     # pending tensors without a sync before the guard warns
 
@@ -37,9 +42,7 @@ def track_sites(on: bool = True) -> None:
 
 
 def _sync_tracer_flags():
-    from .tensor import _debug_on, _recorder
-    _debug_on[0] = bool(flags["track_sites"] or flags["eager"] or flags["anomaly"]
-                        or _recorder[0] is not None)
+    rt.update_debug_on()
 
 
 # ---- recompile explanations --------------------------------------------------------------------
@@ -288,14 +291,13 @@ def on_new_node(node) -> None:
     """Tracer hook (only when a debug flag is on)."""
     if flags["track_sites"] and node.site is None:
         node.site = metrics.user_site(3)
-    if (flags["eager"] or flags["anomaly"]) and not executor.tracing_body[0]:
+    if (flags["eager"] or flags["anomaly"]) and not rt.tracing_body:
         opname = node.op.name
         executor.sync(f"eager op '{opname}'", extra_roots=(node,))
         if flags["anomaly"] and node.op is ir.DATA and node.dtype.is_floating_point:
             v = np.asarray(node.value)
             if not np.isfinite(v.astype(np.float32) if v.dtype.itemsize < 4 else v).all():
-                from .autograd import _state
-                phase = "backward" if getattr(_state, "in_backward", False) else "forward"
+                phase = "backward" if getattr(_grad_state, "in_backward", False) else "forward"
                 raise FloatingPointError(
                     f"detect_anomaly: op '{opname}' ({phase}) produced a non-finite "
                     f"value (shape {tuple(node.shape)}, dtype {node.dtype.name}) at "
@@ -304,7 +306,6 @@ def on_new_node(node) -> None:
 
 # ---- inspection ---------------------------------------------------------------------------------
 def _pending_graph(tensors):
-    from .tensor import Tensor
     if isinstance(tensors, Tensor):
         tensors = [tensors]
     roots = [t._node for t in tensors if t._node.op is not ir.DATA]
@@ -350,8 +351,6 @@ def graph(tensors, format: str = "text") -> str:  # noqa: A002
 def hlo(tensors, dialect: str = "stablehlo") -> str:
     """The lowered program for the pending graph behind `tensors`: 'stablehlo' (before XLA
     optimisation) or 'hlo' (the optimised, compiled module)."""
-    from .device import default_device
-    from .lowering import lower_program
     roots, (slot, order, leaves, scalars, _) = _pending_graph(tensors)
     if not roots:
         raise ValueError("hlo: nothing pending (the tensors are already materialised)")
@@ -385,3 +384,16 @@ def executables() -> list:
         s["hits"] = exe.hits
         out.append(s)
     return out
+
+
+# ---- hooks: the executor, tracer and tape call these through `rt` ---------------------------------
+rt.on_new_node = on_new_node
+rt.on_first_pending = on_first_pending
+rt.check_graph_size = check_graph_size
+rt.check_implicit_sync = check_implicit_sync
+rt.on_compile = on_compile
+rt.on_run = on_run
+rt.on_mid_step_execution = on_mid_step_execution
+rt.on_reset.append(_reset)
+metrics.report_sections.append(lambda: ("recompiles (what changed)",
+                                        recompile_explanations()[-10:]))

@@ -18,96 +18,14 @@ import os
 
 import jax
 import numpy as np
-from jax.sharding import NamedSharding, PartitionSpec as P
 
-from .device import Device
+from . import ir
+from .executor import sync
+from .mesh import Mesh, device_for_sharding, put  # noqa: F401  (public names live here)
 from .tensor import Tensor, from_jax
-
-_meshes: dict = {}
-
-
-class Mesh:
-    """A named grid of devices, e.g. Mesh(("data",)) or Mesh(("data", "model"), (4, 2))."""
-
-    def __init__(self, axis_names=("data",), shape=None, devices=None):
-        devs = list(devices) if devices is not None else jax.devices()
-        if isinstance(axis_names, str):
-            axis_names = (axis_names,)
-        axis_names = tuple(axis_names)
-        if shape is None:
-            if len(axis_names) != 1:
-                raise ValueError(f"Mesh: give a shape for {len(axis_names)} axes")
-            shape = (len(devs),)
-        shape = tuple(int(s) for s in shape)
-        if int(np.prod(shape)) != len(devs):
-            raise ValueError(f"Mesh: shape {shape} needs {int(np.prod(shape))} devices, "
-                             f"{len(devs)} available")
-        self.axis_names = axis_names
-        self.shape = dict(zip(axis_names, shape))
-        self.jax_mesh = jax.sharding.Mesh(np.array(devs, dtype=object).reshape(shape),
-                                          axis_names)
-        self.replicated = NamedSharding(self.jax_mesh, P())
-        self.device = Device("mesh", len(_meshes), self.replicated)
-        self.device.mesh = self
-        _meshes[id(self.jax_mesh)] = self
-
-    def __repr__(self):
-        return f"Mesh({self.shape})"
-
-    @property
-    def size(self) -> int:
-        return int(np.prod(list(self.shape.values())))
-
-    def sharding(self, *spec) -> NamedSharding:
-        return NamedSharding(self.jax_mesh, P(*spec))
-
-    def batch_sharding(self, shape) -> NamedSharding:
-        """Split the leading dim over the 'data' axis when it divides evenly."""
-        n = self.shape.get("data", 1)
-        if shape and n > 1 and shape[0] % n == 0:
-            return NamedSharding(self.jax_mesh, P("data"))
-        return self.replicated
-
-
-def mesh_of(device):
-    return getattr(device, "mesh", None)
-
-
-def device_for_sharding(sharding):
-    """The flowlite device of an array placed with `sharding` (a mesh device or None)."""
-    if isinstance(sharding, NamedSharding):
-        m = _meshes.get(id(sharding.mesh))
-        if m is None:
-            for cand in _meshes.values():
-                if cand.jax_mesh == sharding.mesh:
-                    m = cand
-                    break
-        if m is None:
-            m = Mesh(sharding.mesh.axis_names, sharding.mesh.devices.shape,
-                     list(sharding.mesh.devices.flat))
-        return m.device
-    return None
-
-
-def place(t: Tensor, mesh: Mesh, *spec) -> Tensor:
-    """A copy of `t` on `mesh` with PartitionSpec(*spec) (no spec: replicated)."""
-    return _put(t, mesh.sharding(*spec) if spec else mesh.replicated, mesh)
-
-
-def replicate(t: Tensor, mesh: Mesh) -> Tensor:
-    return _put(t, mesh.replicated, mesh)
-
 
 def shard_batch(t: Tensor, mesh: Mesh) -> Tensor:
     return _put(t, mesh.batch_sharding(tuple(t.shape)), mesh)
-
-
-def put(arr, sharding):
-    """device_put that also works across processes (each holds the same host value)."""
-    if jax.process_count() > 1 and not getattr(sharding, "is_fully_addressable", True):
-        host = np.asarray(arr)
-        return jax.make_array_from_callback(host.shape, sharding, lambda idx: host[idx])
-    return jax.device_put(arr, sharding)
 
 
 def _put(t, sharding, mesh):
@@ -119,7 +37,6 @@ def _put(t, sharding, mesh):
 
 
 def _data_node(arr, like, mesh):
-    from . import ir
     return ir.data_node(arr, tuple(like.shape), like.dtype, mesh.device)
 
 
@@ -135,7 +52,6 @@ def data_parallel(model, mesh: Mesh | None = None, zero: bool = False) -> Mesh:
     are sharded across it instead (ZeRO-style); optimizer state follows its parameter.
     Feed batches on `mesh.device` (DataLoader(device=mesh.device) splits them)."""
     mesh = mesh or Mesh(("data",))
-    from .executor import sync
     sync("data_parallel placement")
     for t in list(model.parameters()) + list(model.buffers()):
         sh = mesh.batch_sharding(tuple(t.shape)) if zero else mesh.replicated

@@ -1,5 +1,9 @@
 """The sync barrier: pending graph -> cached XLA executable -> rebound tensors.
 
+Layer: executor — imports ir, runtime, tape (the saved nodes it must keep), lowering,
+metrics and device; it works on nodes, never on the Tensor class.  Debug tools observe it
+through the hooks on `runtime.rt`.
+
 At a sync every live tensor with pending work (and every pending node the tape
 still needs) becomes an output of ONE executable per device.  The graph key is
 a flat tuple of ints — interned node signatures plus input wiring — gathered
@@ -17,30 +21,19 @@ import weakref
 import jax
 import numpy as np
 
-from . import autograd, debug, ir, metrics
+from . import ir, metrics
 from .device import default_device
-from .lowering import build_executable
+from .lowering import Executable, build_executable  # noqa: F401  (Executable: re-exported)
+from .runtime import rt
+from .tape import saved_pending_nodes
 
-_pending: list = []          # weakrefs to tensors created since the last sync
+_pending: list = rt.pending  # weakrefs to tensors created since the last sync
 _cache: dict = {}            # graph key -> _Structure (its executables by donation set)
 _getrefcount = sys.getrefcount
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
 
 # Sync roots are gathered from tensors; `register` is called for every op result.
 register_pending = _pending.append
-
-
-class Executable:
-    __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary")
-
-    def __init__(self, fn, n_outputs, donate):
-        self.summary = None
-        self.fn = fn              # outputs in root order
-        self.compiled = fn        # the jax Compiled (its outputs may be ordered differently)
-        self.n_outputs = n_outputs
-        self.donate = donate
-        self.hits = 0
-        self.stats = None
 
 
 def _setup_persistent_cache():
@@ -72,7 +65,7 @@ _setup_persistent_cache()
 
 
 # Observers (flowlite.compile's recorder) see every execution with its leaves/roots.
-observers: list = []
+observers: list = rt.observers
 
 
 def live_pending_roots(owners=None) -> list:
@@ -89,7 +82,7 @@ def live_pending_roots(owners=None) -> list:
             if id(n) not in seen:
                 seen.add(id(n))
                 roots.append(n)
-    saved = autograd.saved_pending_nodes()
+    saved = saved_pending_nodes()
     for n in saved:
         # device-less nodes are shared baked constants: recomputed, never materialised
         if n.op is not _DATA and n.device is not None and id(n) not in seen:
@@ -99,18 +92,9 @@ def live_pending_roots(owners=None) -> list:
     return roots
 
 
-# executions are numbered; GradFns remember the number at their creation, so backward()
-# can tell that a sync happened between a step's forward pass and its backward pass
-exec_epoch = [0]
-_exec_causes: dict = {}
-
-
-tracing_body = [0]   # >0 while a scan body is being traced on placeholders
-
-
 def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
     """Materialise every live tensor that has pending work (one executable per device)."""
-    if tracing_body[0]:
+    if rt.tracing_body:
         raise RuntimeError(f"{cause}: a tensor's value can't be read inside a scan body (the "
                            "body is traced once on placeholders); move the read after scan()")
     owners = {} if observers else None
@@ -139,12 +123,11 @@ def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
 
 # Every walk numbers the nodes it reaches from a fresh base upwards (Node.mark), so "seen in
 # this walk" is `mark >= base` and a node's slot is `mark - base`: no dict on the hot path.
-_mark_base = [1]
 
 
 def _walk_marked(roots):
     """One iterative post-order walk: topological order, leaf args, exact key."""
-    base = nxt = _mark_base[0]
+    base = nxt = rt.mark_base
     order = []
     leaves = []
     scalars = []
@@ -182,7 +165,7 @@ def _walk_marked(roots):
             fappend(n.sig)
             for i in ins:
                 fappend(i.mark - base)
-    _mark_base[0] = nxt
+    rt.mark_base = nxt
     return order, leaves, scalars, flat, base
 
 
@@ -299,11 +282,11 @@ def _run(roots, device, cause, owners=None):
                                st.partners)
         st.exes[donate] = exe
         metrics.note_compile(time.perf_counter() - tc, len(order), len(args), len(roots), cause)
-        debug.on_compile(cause, order, leaves, scalars, roots, exe)
+        rt.on_compile(cause, order, leaves, scalars, roots, exe)
     else:
         exe.hits += 1
         metrics._C["cache_hits"] += 1
-        debug.on_run(cause, exe)
+        rt.on_run(cause, exe)
     if observers:
         for ob in observers:
             ob(exe, leaves, scalars, roots, owners, donate)
@@ -325,9 +308,10 @@ def _run(roots, device, cause, owners=None):
     metrics.note_execution(t0, t1, t2)
     metrics._C["graph_nodes"] += len(order)
     metrics.last_sync[:] = [t0, t1, t2, len(order)]
-    exec_epoch[0] += 1
-    _exec_causes[exec_epoch[0]] = cause
-    _exec_causes.pop(exec_epoch[0] - 64, None)
+    rt.exec_epoch = epoch = rt.exec_epoch + 1
+    causes = rt.exec_causes
+    causes[epoch] = cause
+    causes.pop(epoch - 64, None)
 
 
 def _pack_scalars(scalars):

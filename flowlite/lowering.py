@@ -1,5 +1,7 @@
 """Lowering: a topologically ordered node list -> one jitted, compiled program.
 
+Layer: lowering — imports only jax; it knows primitives by their `lower` functions.
+
 The program is rebuilt as plain tuples (primitive, attributes, input slots,
 output slot) so the cached executable holds no reference to the graph it came
 from; `jax.jit(...).lower(...).compile()` then turns it into one XLA
@@ -11,6 +13,20 @@ import time
 
 import jax
 from jax.sharding import SingleDeviceSharding
+
+
+class Executable:
+    """One compiled program and what the tools report about it."""
+    __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary")
+
+    def __init__(self, fn, n_outputs, donate):
+        self.summary = None
+        self.fn = fn              # outputs in root order
+        self.compiled = fn        # the jax Compiled (its outputs may be ordered differently)
+        self.n_outputs = n_outputs
+        self.donate = donate
+        self.hits = 0
+        self.stats = None
 
 
 def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args):
@@ -55,7 +71,6 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args)
 
 def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
                      partners=None):
-    from .executor import Executable
     perm = _output_order(partners, donate) if partners else None
     lowered_slots = out_slots if perm is None else tuple(out_slots[i] for i in perm)
     t0 = time.perf_counter()

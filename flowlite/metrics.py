@@ -2,12 +2,17 @@
 
 `counters()` is cheap to call in a loop; `report()` says why each sync
 happened (explicit, `.item()` at file:line, optimizer step, ...).
+
+Layer: facts — imports runtime only; the debug layer adds its report sections and reset
+hooks here.
 """
 from __future__ import annotations
 
 import collections
 import os
 import sys
+
+from .runtime import rt
 
 _C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_cache_hits": 0,
       "donated_buffers": 0, "replays": 0, "backward_templates": 0, "graph_nodes": 0, "ops": 0,
@@ -27,8 +32,8 @@ def reset() -> None:
     _sync_causes.clear()
     _compile_log.clear()
     _last_end[0] = None
-    from . import debug
-    debug._reset()
+    for hook in rt.on_reset:
+        hook()
 
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -90,6 +95,7 @@ def note_execution(t0: float, t1: float, t2: float) -> None:
 
 
 _compile_pending = [0.0]
+report_sections: list = []    # () -> (title, lines): sections other layers add to report()
 
 
 def report() -> str:
@@ -106,12 +112,11 @@ def report() -> str:
         lines.append("  syncs by cause:")
         for cause, n in _sync_causes.most_common():
             lines.append(f"    {n:6d}  {cause}")
-    from . import debug
-    expl = debug.recompile_explanations()
-    if expl:
-        lines.append("  recompiles (what changed):")
-        for e in expl[-10:]:
-            lines.append(f"    {e}")
+    for section in report_sections:
+        title, entries = section()
+        if entries:
+            lines.append(f"  {title}:")
+            lines.extend(f"    {e}" for e in entries)
     if _compile_log:
         lines.append("  compiles:")
         for cause, nn, ni, no, s in _compile_log[-20:]:

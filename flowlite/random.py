@@ -1,9 +1,10 @@
 """Device-resident randomness.
 
-The RNG key is itself a tensor (one per device).  Each random op splits it
-inside the graph — the advanced key is a pending output of the same
-executable — so masks differ every step, are reproducible per seed, and the
-seed is never baked into a program.
+Layer: above the op front end — imports dtypes, device, mesh, ir, runtime, primitives,
+ops and tensor.  The seed key is device data (one per device) and every draw folds a host
+draw counter (`rt.rng_draws`, entering the graph as data) into it inside the graph, so
+masks differ every step, are reproducible per seed, nothing recompiles, and the seed is
+never baked into a program.
 """
 from __future__ import annotations
 
@@ -14,31 +15,32 @@ from . import dtypes as D
 from . import primitives as P
 from .device import default_device
 from .ir import scalar_node
-from .tensor import Tensor, apply, from_numpy
+from .mesh import put
+from .ops import _dev
+from .runtime import rt
+from .tensor import Tensor, apply, from_jax, from_numpy
 
-_seed = [0]
 _keys: dict = {}       # Device -> Tensor holding the seed's raw uint32[2] key data
-_counter = [0]         # draws so far; the n-th draw uses fold_in(key, n)
 
 
 def manual_seed(seed: int) -> None:
     """Reset every device's generator (like torch.manual_seed)."""
-    _seed[0] = int(seed)
+    rt.rng_seed = int(seed)
     _keys.clear()
-    _counter[0] = 0
+    rt.rng_draws = 0
 
 
 seed = manual_seed
 
 
 def initial_seed() -> int:
-    return _seed[0]
+    return rt.rng_seed
 
 
 def _state(device) -> Tensor:
     t = _keys.get(device)
     if t is None:
-        raw = np.asarray(jax.random.key_data(jax.random.key(_seed[0] % (2 ** 63),
+        raw = np.asarray(jax.random.key_data(jax.random.key(rt.rng_seed % (2 ** 63),
                                                             impl="threefry2x32")))
         t = _keys[device] = _place_key(raw.astype(np.uint32), device)
     return t
@@ -47,8 +49,6 @@ def _state(device) -> Tensor:
 def _place_key(raw, device):
     mesh = getattr(device, "mesh", None)
     if mesh is not None:                   # the key is replicated, never split like a batch
-        from .distributed import put
-        from .tensor import from_jax
         return from_jax(put(raw, mesh.replicated))
     return from_numpy(raw, device=device)
 
@@ -61,8 +61,8 @@ def next_key(device=None):
     key splits has to be computed.  `flowlite.compile` replays advance it too."""
     device = device or default_device()
     key = _state(device)
-    n = _counter[0]
-    _counter[0] = n + 1
+    n = rt.rng_draws
+    rt.rng_draws = n + 1
     c = Tensor(scalar_node(n % (2 ** 32), D.uint32))
     c._node.site = ("rng", n)
     return key, c
@@ -72,7 +72,7 @@ def get_rng_state(device=None) -> Tensor:
     """uint32 tensor [key0, key1, counter_lo, counter_hi] (save it to resume a run)."""
     device = device or default_device()
     k = np.asarray(_state(device).numpy(), np.uint32)
-    n = _counter[0]
+    n = rt.rng_draws
     return from_numpy(np.array([k[0], k[1], n & 0xFFFFFFFF, n >> 32], np.uint32),
                       device=device)
 
@@ -84,7 +84,7 @@ def set_rng_state(state: Tensor, device=None) -> None:
                          f"get_rng_state(), got {state.dtype} {tuple(state.shape)}")
     v = np.asarray(state.numpy(), np.uint32)
     _keys[device] = _place_key(v[:2].copy(), device)
-    _counter[0] = int(v[2]) | (int(v[3]) << 32)
+    rt.rng_draws = int(v[2]) | (int(v[3]) << 32)
 
 
 def _shape(size):
@@ -94,7 +94,6 @@ def _shape(size):
 
 
 def _make(prim, shape, attrs, dtype, device, requires_grad):
-    from .ops import _dev
     dev = _dev(device)
     key, n = next_key(dev)
     out = apply(prim, (key, n), attrs, shape, dtype)

@@ -53,6 +53,7 @@ import sys
 import numpy as np
 
 from . import dtypes as D
+from .device import device as _device
 from .tensor import Tensor, from_numpy
 
 __all__ = ["save", "load", "FORMAT_VERSION"]
@@ -323,7 +324,6 @@ def load(path, map_location=None):
             data = f.read()
     device = None
     if map_location is not None:
-        from .device import device as _device
         device = _device(map_location)
     return _decode_file(str(name), memoryview(data), device)
 

@@ -1,34 +1,33 @@
 """The lazy `Tensor`: a handle on an IR node plus its autograd edge.
 
-`apply` is the single entry point that records an op: it builds the node
-(shape/dtype checked now, so errors point at the user's line), attaches a
-GradFn when the tape is on, and registers the result as pending work.
+Layer: tensor — imports dtypes, device, mesh, ir, runtime, tape, executor (host reads
+sync), metrics and printing.  `apply` is the single entry point that records an op: it
+builds the node (shape/dtype checked now, so errors point at the user's line), attaches a
+GradFn when the tape is on, and registers the result as pending work.  The PyTorch-named
+methods (arithmetic, shape ops, `backward`, in-place `*_`) are bound onto `Tensor` by
+`tensor_methods`, above the op front end.
 """
 from __future__ import annotations
 
-import os
 import weakref
 
 import jax
 import numpy as np
 
-from . import autograd, dtypes as D, ir
-from . import executor
-from .device import Device, default_device
+from . import dtypes as D, executor, ir
+from .device import Device, _from_jax, default_device, device as _make_device
+from .mesh import device_for_sharding
+from .metrics import _C, user_site
+from .printing import tensor_repr
+from .runtime import rt
+from .tape import AccumulateGrad, GradFn, _state, register as _register_fn
 
 _Node = ir.Node
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
 _ref = weakref.ref
-_register = executor.register_pending
-_GradFn = autograd.GradFn
-_register_fn = autograd.register
-_state = autograd._state
-# set by flowlite.debug (site tracking, eager, anomaly modes); the environment can switch
-# eager execution or source-line tracking on for a whole run
-_debug_on = [any(os.environ.get(v, "") not in ("", "0")
-                 for v in ("FLOWLITE_EAGER", "FLOWLITE_TRACK_SITES"))]
-_pending = executor._pending
-from .metrics import _C  # noqa: E402  (recorded-op counter)
+_pending = rt.pending
+_register = _pending.append
+_GradFn = GradFn
 
 
 class Tensor:
@@ -102,15 +101,15 @@ class Tensor:
 
     def requires_grad_(self, flag=True):
         if flag:
-            if isinstance(self._edge, autograd.GradFn):
+            if isinstance(self._edge, GradFn):
                 return self
             if not self._node.dtype.is_floating_point:
                 raise RuntimeError(f"only tensors of floating point dtype can require gradients "
                                    f"(got {self._node.dtype})")
             if self._edge is None:
-                self._edge = autograd.AccumulateGrad(self)
+                self._edge = AccumulateGrad(self)
         else:
-            if isinstance(self._edge, autograd.GradFn):
+            if isinstance(self._edge, GradFn):
                 raise RuntimeError("you can only change requires_grad flags of leaf variables.")
             self._edge = None
         return self
@@ -118,15 +117,15 @@ class Tensor:
     @property
     def grad_fn(self):
         e = self._edge
-        return e if isinstance(e, autograd.GradFn) else None
+        return e if isinstance(e, GradFn) else None
 
     @property
     def is_leaf(self):
-        return not isinstance(self._edge, autograd.GradFn)
+        return not isinstance(self._edge, GradFn)
 
     def retain_grad(self):
         e = self._edge
-        if isinstance(e, autograd.GradFn):
+        if isinstance(e, GradFn):
             e.retain = _ref(self)
         elif e is None:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
@@ -135,7 +134,7 @@ class Tensor:
         return Tensor(self._node)
 
     def detach_(self):
-        if isinstance(self._edge, autograd.GradFn) or self._edge is None:
+        if isinstance(self._edge, GradFn) or self._edge is None:
             self._edge = None
         return self
 
@@ -152,28 +151,6 @@ class Tensor:
         self._node = other._node
         _register(_ref(self))
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        if gradient is None:
-            if self._node.shape != ():
-                raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
-                                   f"(backward on a tensor of shape {tuple(self._node.shape)})")
-            from .ops import ones_like
-            gradient = ones_like(self)
-        elif not isinstance(gradient, Tensor):
-            gradient = tensor(gradient, dtype=self.dtype, device=self.device)
-        if retain_graph is None:
-            retain_graph = create_graph
-        if inputs is not None:
-            grads = autograd.run_backward([self], [gradient], retain_graph=retain_graph,
-                                          create_graph=create_graph, inputs=list(inputs),
-                                          allow_unused=True)
-            for t, g in zip(inputs, grads):
-                if g is not None:
-                    autograd._accumulate_leaf(t, g, create_graph)
-            return
-        autograd.run_backward([self], [gradient], retain_graph=retain_graph,
-                              create_graph=create_graph)
-
     # ---- host reads (sync) ----------------------------------------------------
     def _value(self, cause):
         n = self._node
@@ -182,10 +159,8 @@ class Tensor:
         if n.device is None and not n.inputs:   # a shared baked constant: never materialised
             return np.full(n.attrs[0], n.attrs[1], dtype=n.dtype.np)
         if n.op is not _DATA:
-            from .metrics import user_site
-            from . import debug
             cause = f"{cause} at {user_site(3)}"
-            debug.check_implicit_sync(cause)
+            rt.check_implicit_sync(cause)
             executor.sync(cause, extra_roots=(n,))
         return n.value
 
@@ -227,14 +202,7 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self._node.shape[0]
 
-    def __iter__(self):
-        if not self._node.shape:
-            raise TypeError("iteration over a 0-d tensor")
-        from .ops import unbind
-        return iter(unbind(self, 0))
-
     def __repr__(self):
-        from .printing import tensor_repr
         return tensor_repr(self)
 
     __str__ = __repr__
@@ -263,36 +231,11 @@ class Tensor:
             return format(self.item(), spec)
         return repr(self)
 
-    # ---- in place rebinding ----------------------------------------------------
-    def _rebind(self, new: "Tensor", opname: str):
-        """In-place ops rebind this handle to a new node; the tape keeps old nodes."""
-        if new._node.shape != self._node.shape:
-            raise RuntimeError(f"{opname}: result shape {tuple(new.shape)} doesn't match the "
-                               f"in-place tensor's shape {tuple(self.shape)}")
-        if new._node.dtype is not self._node.dtype:
-            from .ops import to_dtype
-            new = to_dtype(new, self._node.dtype)
-        e = self._edge
-        if e is not None and _state.enabled:
-            if isinstance(e, autograd.AccumulateGrad):
-                raise RuntimeError(f"{opname}: a leaf Variable that requires grad is being used "
-                                   "in an in-place operation (wrap it in flowlite.no_grad())")
-            self._edge = new._edge
-        elif e is None and new._edge is not None and _state.enabled:
-            self._edge = new._edge
-        self._node = new._node
-        if new._node.op is not _DATA:
-            _register(_ref(self))
-        return self
-
-
 def _graph_guard(n):
-    from . import debug
     if n == 1:
-        from .metrics import user_site
-        debug.on_first_pending(user_site(3))
+        rt.on_first_pending(user_site(3))
     else:
-        debug.check_graph_size(n)
+        rt.check_graph_size(n)
 
 
 class Size(tuple):
@@ -386,27 +329,21 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
                     out._edge = fn
                     _register_fn(fn)
                 break
-    if _debug_on[0]:
+    if rt.debug_on:
         _on_new_node(node)
     return out
 
 
-# while backward() records a template, every node made goes into this list
-_recorder: list = [None]
-
-
 def _on_new_node(node):
-    rec = _recorder[0]
+    rec = rt.recorder      # while backward() records a template, every new node goes here
     if rec is not None:
         rec.append(node)
-    from . import debug
-    debug.on_new_node(node)
+    rt.on_new_node(node)
 
 
 def set_node_recorder(rec) -> None:
-    _recorder[0] = rec
-    from . import debug
-    debug._sync_tracer_flags()
+    rt.recorder = rec
+    rt.update_debug_on()
 
 
 # ---- creation from host data -------------------------------------------------------
@@ -440,10 +377,8 @@ def from_jax(arr, device=None) -> Tensor:
         dev = _as_device(device)
         arr = jax.device_put(arr, dev.jax_device)
     else:
-        from .device import _from_jax
         devs = arr.devices()
         if len(devs) > 1:
-            from .distributed import device_for_sharding
             dev = device_for_sharding(arr.sharding)
         else:
             dev = _from_jax(next(iter(devs)))
@@ -451,8 +386,7 @@ def from_jax(arr, device=None) -> Tensor:
 
 
 def _as_device(device):
-    from .device import device as mk
-    return mk(device)
+    return _make_device(device)
 
 
 def _infer_list_dtype(data):

@@ -1,11 +1,53 @@
-"""Binds the front-end ops (ops.py) onto Tensor as PyTorch-named methods,
-operators and in-place `*_` variants (which rebind the handle to a new node)."""
+"""Binds the front end onto Tensor: PyTorch-named methods, operators, in-place `*_`
+variants (which rebind the handle to a new node) and `backward`.
+
+Layer: the top of the core — imports dtypes, device, ops, random, recording, autograd and
+tensor; the package imports it once, so every Tensor has its full API.
+"""
 from __future__ import annotations
 
+import jax
+
+from . import autograd
 from . import dtypes as D
 from . import ops as F
 from . import random as R
-from .tensor import Tensor
+from .device import Device, device as _make_device
+from .recording import rebind
+from .tensor import Tensor, from_jax, tensor as _tensor
+
+
+def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    if gradient is None:
+        if self._node.shape != ():
+            raise RuntimeError(f"grad can be implicitly created only for scalar outputs "
+                               f"(backward on a tensor of shape {tuple(self._node.shape)})")
+        gradient = F.ones_like(self)
+    elif not isinstance(gradient, Tensor):
+        gradient = _tensor(gradient, dtype=self.dtype, device=self.device)
+    if retain_graph is None:
+        retain_graph = create_graph
+    if inputs is not None:
+        grads = autograd.run_backward([self], [gradient], retain_graph=retain_graph,
+                                      create_graph=create_graph, inputs=list(inputs),
+                                      allow_unused=True)
+        for t, g in zip(inputs, grads):
+            if g is not None:
+                autograd._accumulate_leaf(t, g, create_graph)
+        return
+    autograd.run_backward([self], [gradient], retain_graph=retain_graph,
+                          create_graph=create_graph)
+
+
+def _iter(self):
+    if not self._node.shape:
+        raise TypeError("iteration over a 0-d tensor")
+    return iter(F.unbind(self, 0))
+
+
+Tensor.backward = _backward
+Tensor.__iter__ = _iter
+Tensor._rebind = rebind
 
 
 def _method(fn):
@@ -85,7 +127,6 @@ def _to(self, *args, **kwargs):
     kwargs.pop("copy", None)
     if kwargs:
         raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
-    from .device import Device
     for a in args:
         if isinstance(a, Tensor):
             dtype, device = a.dtype, a.device
@@ -111,10 +152,7 @@ def _to(self, *args, **kwargs):
 
 
 def _to_device(t, device):
-    from .device import device as mk
-    from .tensor import from_jax
-    import jax
-    dev = mk(device)
+    dev = _make_device(device)
     if dev is t.device:
         return t
     # a cross-device copy is a cut: the value is produced here, then transferred

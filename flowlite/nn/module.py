@@ -25,6 +25,7 @@ from ..autograd import no_grad
 from ..tensor import Tensor, from_numpy
 from ..ops import to_dtype
 from ..executor import register_pending
+from ..compile import register_guard
 
 
 class Parameter(Tensor):
@@ -638,3 +639,11 @@ def _mark_pending(t: Tensor) -> None:
     """After rebinding `t._node` directly: make a pending node a root of the next sync."""
     if t.is_pending:
         register_pending(weakref.ref(t))
+
+
+def _modes(m: Module) -> tuple:
+    return tuple(x.training for x in m.modules())
+
+
+# a compiled step replays only while the train/eval modes it was traced with still hold
+register_guard(Module, _modes, lambda: MODE_VERSION[0])

@@ -184,6 +184,14 @@ class Optimizer:
     def _transform(self, group):
         raise NotImplementedError
 
+    def _hyperparams_from_group(self) -> bool:
+        """flowlite's own optimizers derive their hyper-parameters from the param group alone
+        (this `_tx_for` over a flowlite `_transform`), so flowlite.compile may skip re-reading
+        them while the group is unchanged; Optax and user overrides are re-read every replay."""
+        cls = type(self)
+        return cls._tx_for is Optimizer._tx_for and \
+            getattr(cls._transform, "__module__", "").startswith("flowlite.optim.")
+
     def _tx_for(self, gi):
         group = self.param_groups[gi]
         factory, hyper, static = self._transform(group)

@@ -1,0 +1,74 @@
+"""flowlite.extend — the one public API for building on flowlite's core.
+
+Layer: extension API.  `flowlite.nn`, `flowlite.optim`, `flowlite.data` and user code that
+defines its own fused operations import this module (never `executor`, `lowering`, `ir` or
+the tape), so the core can change underneath them.
+
+What it offers:
+
+* the lazy tensor and the front end: `Tensor`, `Size`, `ops` (PyTorch-named functions),
+  `random`, `dtypes`, `no_grad` / `enable_grad`, `scan`, creation from host data;
+* defining a fused primitive — its lowering to jax, its VJP written in flowlite ops (so it
+  differentiates again) and, optionally, its shape/dtype — and recording it:
+
+      def lower(attrs, x):            # jax values in, jax value out
+          return jnp.tanh(x) * attrs[0]
+      def vjp(attrs, ins, out, g):    # flowlite tensors in, one cotangent per input out
+          return (g * (1 - out * out / (attrs[0] * attrs[0])) * attrs[0],)
+      scaled_tanh = extend.primitive("scaled_tanh", lower, vjp)
+      y = extend.record(scaled_tanh, (x,), attrs=(2.0,))     # shape inferred once
+
+* rebinding a tensor to a new value (in-place semantics, or replacing a parameter's value
+  while keeping its identity), and recording an update whose outputs replace tensors in
+  place (an optimizer step);
+* reading what a tensor is without a sync: `is_pending`, `device_array`.
+"""
+from __future__ import annotations
+
+from . import dtypes, ops, primitives as prims, random
+from .control_flow import scan
+from .ir import Prim
+from .metrics import user_site
+from .tensor import Size, Tensor, from_jax, from_numpy, tensor
+from .tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .recording import (host_scalar, rebind, record, record_into, set_value,
+                        share)
+from .executor import sync as _sync
+from .compile import register_guard
+
+__all__ = ["Tensor", "Size", "ops", "prims", "random", "dtypes", "scan", "no_grad",
+           "enable_grad", "is_grad_enabled", "set_grad_enabled", "from_numpy", "from_jax",
+           "tensor", "Prim", "primitive", "record", "record_into", "rebind", "set_value",
+           "share", "host_scalar", "is_pending", "device_array", "sync", "user_site",
+           "register_guard"]
+
+
+def primitive(name, lower, vjp=None, *, multi=False, nondiff=False, inplace=None) -> Prim:
+    """A new primitive.
+
+    lower(attrs, *jax_values) -> jax value (a tuple when `multi`): runs only while an
+        executable is built, inside jax.jit;
+    vjp(attrs, inputs, output, cotangent) -> one cotangent Tensor (or None) per input,
+        written in flowlite ops; None with `nondiff=True` for non-differentiable ops;
+    inplace(attrs, j) -> index of the input that output j replaces (its donated buffer is
+        reused), for update-style primitives.
+    Record it with `record(prim, inputs, attrs)`; attrs must be hashable (they are part of
+    the graph key, so changing them recompiles: pass changing values as tensors).
+    """
+    return Prim(name, lower, vjp, multi=multi, nondiff=nondiff, inplace=inplace)
+
+
+def is_pending(t: Tensor) -> bool:
+    """True while `t` is an unexecuted graph node (reading it would sync)."""
+    return t.is_pending
+
+
+def device_array(t: Tensor):
+    """The jax.Array behind a materialised tensor (None while it is pending)."""
+    n = t._node
+    return None if t.is_pending else n.value
+
+
+def sync(cause: str = "flowlite.extend.sync()") -> None:
+    """Run all pending work now; `cause` is what `flowlite.metrics.report()` shows."""
+    _sync(cause)

@@ -1,0 +1,109 @@
+"""Rebinding tensors and recording updates: the in-place half of the tracer.
+
+Layer: above the op front end (a dtype change on rebind is an op) — imports ir, runtime,
+tape, tensor, metrics, primitives and ops.  In-place methods, `nn` (parameter values) and `optim` (the
+update node whose outputs replace parameters and state) all go through these, so nothing
+outside the core writes `Tensor._node`.
+"""
+from __future__ import annotations
+
+import weakref
+
+from . import ir
+from .metrics import _C
+from .ops import to_dtype
+from .primitives import tuple_get
+from .runtime import rt
+from .tape import AccumulateGrad, _state
+from .tensor import Tensor, apply
+
+_DATA = ir.DATA
+_ref = weakref.ref
+_register = rt.pending.append
+record = apply
+
+
+def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
+    """In-place semantics: `t` now holds `new`'s value (cast to t's dtype) and, under grad
+    mode, its autograd history; the tape keeps the old node."""
+    if new._node.shape != t._node.shape:
+        raise RuntimeError(f"{opname}: result shape {tuple(new.shape)} doesn't match the "
+                           f"in-place tensor's shape {tuple(t.shape)}")
+    if new._node.dtype is not t._node.dtype:
+        new = to_dtype(new, t._node.dtype)
+    e = t._edge
+    if e is not None and _state.enabled:
+        if isinstance(e, AccumulateGrad):
+            raise RuntimeError(f"{opname}: a leaf Variable that requires grad is being used "
+                               "in an in-place operation (wrap it in flowlite.no_grad())")
+        t._edge = new._edge
+    elif e is None and new._edge is not None and _state.enabled:
+        t._edge = new._edge
+    t._node = new._node
+    if new._node.op is not _DATA:
+        _register(_ref(t))
+    return t
+
+
+def set_value(t: Tensor, new: Tensor) -> Tensor:
+    """Replace t's value by new's, keeping t's identity, autograd flags and .grad (a
+    parameter moved to another device or dtype, a loaded state_dict entry)."""
+    t._node = new._node
+    if t.is_pending:
+        _register(_ref(t))
+    return t
+
+
+def share(t: Tensor, cls=Tensor) -> Tensor:
+    """A new handle of class `cls` on t's (immutable) value, outside autograd: a lazy,
+    sync-free copy."""
+    out = cls.__new__(cls)
+    Tensor.__init__(out, t._node)
+    return out
+
+
+def host_scalar(value, dtype, tag=None) -> Tensor:
+    """A Python number that travels as data (never a baked constant, so a new value never
+    recompiles); `tag` names its source for `flowlite.compile`'s replays."""
+    t = Tensor(ir.scalar_node(value, dtype))
+    t._node.site = tag
+    return t
+
+
+_proj_sigs: dict = {}
+
+
+def record_into(targets, prim, inputs, attrs, memo=None) -> None:
+    """Record `prim(*inputs)` — a multi-output, non-differentiable primitive whose output j
+    has the shape and dtype of targets[j] — and rebind each target to its output, as an
+    optimizer step rebinds parameters and state.  `memo` (a dict the caller keeps per
+    call site) remembers the update's interned signature while attrs, shapes and dtypes
+    stay the same: this runs for every parameter of every step."""
+    shapes = tuple([t._node.shape for t in targets])
+    dts = tuple([t._node.dtype for t in targets])
+    if memo is not None and memo.get("key") == (attrs, shapes, dts):
+        nodes = tuple([t._node for t in inputs])
+        device = nodes[0].device
+        for n in nodes:
+            if n.device is not device and n.device is not None:
+                apply(prim, inputs, attrs, shapes, dts)   # raises the device error
+        node = ir.node_with_sig(prim, nodes, attrs, shapes, dts, device, memo["sig"])
+        _C["ops"] += 1
+    else:
+        node = apply(prim, inputs, attrs, shapes, dts)._node
+        if memo is not None:
+            memo["key"] = (attrs, shapes, dts)
+            memo["sig"] = node.sig
+    n = len(targets)
+    key = (shapes, dts)
+    sigs = _proj_sigs.get(key)
+    if sigs is None:
+        sigs = _proj_sigs[key] = [ir.intern_sig((tuple_get, (j, n), shapes[j], dts[j], 1))
+                                  for j in range(n)]
+    ins = (node,)
+    device = node.device
+    for j in range(n):
+        t = targets[j]
+        t._node = ir.node_with_sig(tuple_get, ins, (j, n), shapes[j], dts[j], device, sigs[j])
+        _register(_ref(t))
+    _C["ops"] += n

@@ -1,0 +1,55 @@
+"""The runtime state of one flowlite process, in one object (`rt`).
+
+Layer: runtime state — imports nothing of flowlite.  Every layer above reads and writes the
+same `rt`: the tracer (pending tensors, the backward-template node recorder, the debug
+switch), the executor (execution count and causes, walk numbering, observers) and the
+debug tools, which install their hooks here instead of being imported by the core.
+"""
+from __future__ import annotations
+
+import os
+
+
+def _env_on(name: str) -> bool:
+    return os.environ.get(name, "") not in ("", "0")
+
+
+def _no_hook(*args, **kwargs):
+    return None
+
+
+class Runtime:
+    """Mutable process-wide state; a plain attribute read on every hot path."""
+
+    def __init__(self):
+        self.pending = []            # weakrefs to tensors created since the last sync
+        self.exec_epoch = 0          # executions so far (GradFns remember it at creation)
+        self.exec_causes = {}        # execution number -> its sync cause (the last 64)
+        self.tracing_body = 0        # >0 while a scan body is traced on placeholders
+        self.mark_base = 1           # executor walks number nodes from here (Node.mark)
+        self.recorder = None         # list collecting every new node (backward templates)
+        self.observers = []          # fn(exe, leaves, scalars, roots, owners, donate)
+        self.rng_seed = 0            # flowlite.manual_seed's value
+        self.rng_draws = 0           # random draws so far: the n-th folds n into the key
+        # debug switches: the tracer reads `debug_on` only; the rest matter when it is set
+        self.flags = {"track_sites": _env_on("FLOWLITE_TRACK_SITES"),
+                      "eager": _env_on("FLOWLITE_EAGER"), "anomaly": False, "strict": 0}
+        self.debug_on = False
+        # hooks the debug layer installs (no-ops until then)
+        self.on_new_node = _no_hook             # (node) while debug_on
+        self.on_first_pending = _no_hook        # (site) when a graph starts
+        self.check_graph_size = _no_hook        # (n_pending) every 16k pending tensors
+        self.check_implicit_sync = _no_hook     # (cause) before a host read syncs
+        self.on_compile = _no_hook              # (cause, order, leaves, scalars, roots, exe)
+        self.on_run = _no_hook                  # (cause, exe) on a cache hit
+        self.on_mid_step_execution = _no_hook   # (cause) a sync between forward and backward
+        self.on_reset = []                      # metrics.reset() calls each
+        self.update_debug_on()
+
+    def update_debug_on(self) -> None:
+        f = self.flags
+        self.debug_on = bool(f["track_sites"] or f["eager"] or f["anomaly"]
+                             or self.recorder is not None)
+
+
+rt = Runtime()
