@@ -287,7 +287,6 @@ def _out_dtype(out, j):
 
 
 scan_p = Prim("scan", _lower_scan, _scan_vjp, multi=True)
-P.TABLE["scan"] = scan_p
 
 
 def scan(fn, init, xs=None, length=None, reverse=False):

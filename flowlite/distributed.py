@@ -24,6 +24,15 @@ from .executor import sync
 from .mesh import Mesh, device_for_sharding, put  # noqa: F401  (public names live here)
 from .tensor import Tensor, from_jax
 
+def place(t: Tensor, mesh: Mesh, *spec) -> Tensor:
+    """A copy of `t` on `mesh` with PartitionSpec(*spec) (no spec: replicated)."""
+    return _put(t, mesh.sharding(*spec) if spec else mesh.replicated, mesh)
+
+
+def replicate(t: Tensor, mesh: Mesh) -> Tensor:
+    return _put(t, mesh.replicated, mesh)
+
+
 def shard_batch(t: Tensor, mesh: Mesh) -> Tensor:
     return _put(t, mesh.batch_sharding(tuple(t.shape)), mesh)
 

@@ -77,15 +77,6 @@ def device_for_sharding(sharding):
     return None
 
 
-def place(t: Tensor, mesh: Mesh, *spec) -> Tensor:
-    """A copy of `t` on `mesh` with PartitionSpec(*spec) (no spec: replicated)."""
-    return _put(t, mesh.sharding(*spec) if spec else mesh.replicated, mesh)
-
-
-def replicate(t: Tensor, mesh: Mesh) -> Tensor:
-    return _put(t, mesh.replicated, mesh)
-
-
 def put(arr, sharding):
     """device_put that also works across processes (each holds the same host value)."""
     if jax.process_count() > 1 and not getattr(sharding, "is_fully_addressable", True):

@@ -1,10 +1,14 @@
 """The primitive table.
 
-Each primitive pairs a lowering to `jax.lax`/`jax.numpy` (run only while an
-executable is being built) with a VJP written in flowlite ops (so backward is
-lazy and differentiable again).  Shape/dtype rules come from the front-end
-(`ops.py`) for hot ops, or from the lowering run abstractly once per
-signature (`tensor.infer`).  Everything else in flowlite composes these.
+Layer: primitives — imports ir, tape and tensor (`apply`, to record a VJP's own
+primitives).  Each primitive is one entry: its lowering to `jax.lax`/`jax.numpy` (run only
+while an executable is being built) and its VJP written in flowlite ops (so backward is
+lazy and differentiable again).  Shape/dtype rules come from the front end (`flowlite.ops`)
+for hot ops, or from the lowering run abstractly once per signature (`tensor.infer`).
+
+The VJPs are written against the op front end, which is built from this table and so
+sits above it: `flowlite.ops` binds itself in as `F` when it loads (`bind_front_end`), and
+a VJP reads `F` only when it runs, during a backward pass.
 """
 from __future__ import annotations
 
@@ -14,23 +18,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax._src.interpreters import ad as _ad
-from jax._src.lax.convolution import (_conv_general_dilated_transpose_lhs as _conv_t_lhs,
-                                      _conv_general_dilated_transpose_rhs as _conv_t_rhs)
-from jax._src.lax.windowed_reductions import _select_and_gather_add, _select_and_scatter_add
 
-from . import ops as F  # VJPs call back into the front-end (resolved at call time)
-from .autograd import _TupleCotangent
 from .ir import Prim
+from .tape import _TupleCotangent
 from .tensor import apply
 
-TABLE: dict = {}
+
+class _UnboundFrontEnd:
+    def __getattr__(self, name):
+        raise RuntimeError(f"flowlite.primitives: a VJP needs the op front end ('{name}'), "
+                           "but flowlite.ops has not been imported")
+
+
+F = _UnboundFrontEnd()   # the op front end, once flowlite.ops has loaded
+
+
+def bind_front_end(ops) -> None:
+    """Called once by flowlite.ops: the namespace VJPs build their cotangents with."""
+    global F
+    F = ops
 
 
 def prim(name, lower, vjp=None, **kw) -> Prim:
-    p = Prim(name, lower, vjp, **kw)
-    TABLE[name] = p
-    return p
+    return Prim(name, lower, vjp, **kw)
 
 
 def nondiff(name, lower, **kw) -> Prim:
@@ -552,26 +562,65 @@ def _conv_vjp(a, i, o, g):
 conv = prim("conv", _conv, _conv_vjp)
 
 
-def _conv_transpose_kwargs(a, lhs_shape, rhs_shape):
+def _conv_transpose_kwargs(a, lhs_shape, rhs_shape, out_shape):
+    # the geometry both gradient convolutions are built from (layouts NC..., OI..., NC...):
+    # the forward's attrs plus the dilated extents of its input, kernel and output
     strides, padding, lhs_dil, rhs_dil, groups = a[:5]
-    return dict(window_strides=strides, padding=padding, lhs_dilation=lhs_dil,
-                rhs_dilation=rhs_dil, feature_group_count=groups, batch_group_count=1,
-                dimension_numbers=lax.conv_dimension_numbers(lhs_shape, rhs_shape, None),
-                precision=None, preferred_element_type=None, out_sharding=None)
+
+    def dilated(shape, dil):
+        return [0 if n == 0 else 1 + d * (n - 1) for n, d in zip(shape[2:], dil)]
+    return dict(strides=tuple(strides), lo=[p[0] for p in padding], lhs_dil=tuple(lhs_dil),
+                rhs_dil=tuple(rhs_dil), groups=groups, x_d=dilated(lhs_shape, lhs_dil),
+                w_d=dilated(rhs_shape, rhs_dil), y_d=dilated(out_shape, strides),
+                spatial=tuple(range(2, len(lhs_shape))))
 
 
 def _conv_input_grad_lower(a, g, w):
-    # XLA's transposed convolution (the input-gradient kernel), lowered directly
+    # the transposed convolution (public lax only): g, dilated by the forward strides,
+    # convolved with the spatially flipped kernel whose in/out feature dims are swapped
     x_shape = a[5]
-    x = _ad.UndefinedPrimal(jax.core.ShapedArray(x_shape, g.dtype))
-    return _conv_t_lhs(g, x, w, **_conv_transpose_kwargs(a, x_shape, w.shape))
+    k = _conv_transpose_kwargs(a, x_shape, w.shape, g.shape)
+    groups, sp = k["groups"], k["spatial"]
+    if groups > 1:
+        # (O, I, *k) -> (G, O/G, I, *k) -> (O/G, G*I, *k): group j's kernels become output
+        # features j*I..(j+1)*I-1 of the transposed convolution
+        o, i = w.shape[:2]
+        w = lax.reshape(w, (groups, o // groups) + tuple(w.shape[1:]))
+        w = lax.reshape(w, (o // groups, groups * i) + tuple(w.shape[3:]),
+                        dimensions=(1, 0) + tuple(range(2, w.ndim)))
+    before = [wd - lo - 1 for wd, lo in zip(k["w_d"], k["lo"])]
+    pads = [(b, xd + wd - 1 - yd - b)
+            for b, xd, wd, yd in zip(before, k["x_d"], k["w_d"], k["y_d"])]
+    w = lax.rev(w, sp)
+    if w.dtype != g.dtype:
+        w = lax.convert_element_type(w, g.dtype)
+    spec = (0, 1) + sp
+    dn = lax.ConvDimensionNumbers(lhs_spec=spec, rhs_spec=(1, 0) + sp, out_spec=spec)
+    return lax.conv_general_dilated(g, w, window_strides=k["lhs_dil"], padding=pads,
+                                    lhs_dilation=k["strides"], rhs_dilation=k["rhs_dil"],
+                                    dimension_numbers=dn, feature_group_count=groups)
 
 
 def _conv_weight_grad_lower(a, x, g):
-    # XLA's weight-gradient convolution, lowered directly
+    # the weight-gradient convolution (public lax only): x (batch and feature dims swapped)
+    # convolved with g as the kernel, the forward strides as its dilation; groups split x's
+    # channels (batch_group_count) so each group's kernels see only their own channels
     w_shape = a[5]
-    w = _ad.UndefinedPrimal(jax.core.ShapedArray(w_shape, x.dtype))
-    return _conv_t_rhs(g, x, w, **_conv_transpose_kwargs(a, x.shape, w_shape))
+    dtype = x.dtype
+    if np.size(g) == 0:
+        return jnp.zeros(w_shape, dtype)
+    k = _conv_transpose_kwargs(a, x.shape, w_shape, g.shape)
+    sp = k["spatial"]
+    pads = [(lo, yd - xd + wd - lo - 1)
+            for lo, xd, wd, yd in zip(k["lo"], k["x_d"], k["w_d"], k["y_d"])]
+    if x.dtype != g.dtype:
+        x = lax.convert_element_type(x, g.dtype)
+    t = (1, 0) + sp
+    dn = lax.ConvDimensionNumbers(lhs_spec=t, rhs_spec=t, out_spec=t)
+    out = lax.conv_general_dilated(x, g, window_strides=k["rhs_dil"], padding=pads,
+                                   lhs_dilation=k["lhs_dil"], rhs_dilation=k["strides"],
+                                   dimension_numbers=dn, batch_group_count=k["groups"])
+    return out if out.dtype == dtype else lax.convert_element_type(out, dtype)
 
 
 conv_input_grad = prim(
@@ -624,11 +673,67 @@ sum_window_transpose = prim(
     lambda a, i, o, gg: (F._window_raw(gg, a[:4]),))
 
 
+def _window_choice(x, dims, strides, padding):
+    # Which element of each window XLA's select-and-scatter with `>=` picks, from public ops:
+    # scanning the window in row-major order, the running choice c gives way to the next
+    # element v unless c >= v, i.e. the first maximum (NaN-aware exactly as XLA).  Padding
+    # is the lowest value (selectable only from an all-lowest window; its share is dropped).
+    # Returns the index into the window of each choice (int32, output-shaped; None for an
+    # empty output), the window offsets in that order, and the output shape.
+    out = tuple(max(0, (n + lo + hi - k) // s + 1)
+                for n, k, s, (lo, hi) in zip(x.shape, dims, strides, padding))
+    offs = list(np.ndindex(*dims))
+    if 0 in out or 0 in x.shape:
+        return None, offs, out
+    if any(lo or hi for lo, hi in padding):
+        low = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
+        x = lax.pad(x, np.array(low, x.dtype), [(lo, hi, 0) for lo, hi in padding])
+    sel = idx = None
+    for j, o in enumerate(offs):
+        v = lax.slice(x, o, [st + (m - 1) * s + 1 for st, m, s in zip(o, out, strides)],
+                      strides)
+        if j == 0:
+            sel, idx = v, jnp.zeros(out, jnp.int32)
+            continue
+        take = ~(sel >= v)
+        sel = jnp.where(take, v, sel)
+        idx = jnp.where(take, jnp.int32(j), idx)
+    return idx, offs, out
+
+
 def _max_window_grad_lower(a, x, g):
-    # scatter g onto each window's (first) maximum: XLA's select-and-scatter, lowered
-    # directly (no autodiff of the forward)
+    # scatter g onto each window's (first) maximum -- select-and-scatter from public ops (no
+    # autodiff of the forward)
     _, dims, strides, padding = a
-    return _select_and_scatter_add(g, x, lax.ge_p, dims, strides, padding)
+    idx, offs, out = _window_choice(x, dims, strides, padding)
+    zero = np.array(0, g.dtype)
+    if idx is None:
+        return jnp.zeros(x.shape, g.dtype)
+    if tuple(dims) == tuple(strides):
+        # non-overlapping windows: every input element lies in at most one window, so the
+        # scatter is a broadcast of g over (out_i, k_i) pairs, masked by the choice, then a
+        # reshape back (and a crop/zero-fill of the padding and the uncovered tail)
+        pair = tuple(v for m, k in zip(out, dims) for v in (m, k))
+        bd = tuple(range(0, 2 * len(dims), 2))
+        local = np.arange(len(offs), dtype=np.int32).reshape(
+            tuple(v for k in dims for v in (1, k)))
+        c = jnp.where(lax.broadcast_in_dim(idx, pair, bd) == local,
+                      lax.broadcast_in_dim(g, pair, bd), zero)
+        c = lax.reshape(c, tuple(m * k for m, k in zip(out, dims)))
+        pads = [(-lo, n - m * k + lo, 0)
+                for n, k, m, (lo, _) in zip(x.shape, dims, out, padding)]
+        return lax.pad(c, zero, pads) if any(p[:2] != (0, 0) for p in pads) else c
+    # overlapping windows: each window offset's share lands on a strided grid of x (interior
+    # padding undoes the stride); sum the shares
+    total = None
+    for j, o in enumerate(offs):
+        pads = []
+        for n, s, (lo, _), st, m in zip(x.shape, strides, padding, o, out):
+            before = st - lo
+            pads.append((before, n - before - (m - 1) * s - 1, s - 1))
+        c = lax.pad(jnp.where(idx == j, g, zero), zero, pads)
+        total = c if total is None else total + c
+    return total
 
 
 def _max_window_grad_vjp(a, i, o, gg):
@@ -641,10 +746,22 @@ max_window_grad = prim("max_window_grad", _max_window_grad_lower, _max_window_gr
 
 
 def _max_window_select_lower(a, x, gg):
-    # gather gg at each window's maximum: XLA's select-and-gather, lowered directly
+    # gather gg at each window's chosen maximum (the transpose of _max_window_grad_lower, the
+    # same choice): select-and-gather from public ops
     _, dims, strides, padding = a
-    ones = (1,) * len(dims)
-    return _select_and_gather_add(gg, x, lax.ge_p, dims, strides, padding, ones, ones)
+    idx, offs, out = _window_choice(x, dims, strides, padding)
+    zero = np.array(0, gg.dtype)
+    if idx is None:
+        return jnp.zeros(out, gg.dtype)
+    if any(lo or hi for lo, hi in padding):
+        gg = lax.pad(gg, zero, [(lo, hi, 0) for lo, hi in padding])
+    total = None
+    for j, o in enumerate(offs):
+        v = lax.slice(gg, o, [st + (m - 1) * s + 1 for st, m, s in zip(o, out, strides)],
+                      strides)
+        v = jnp.where(idx == j, v, zero)
+        total = v if total is None else total + v
+    return total
 
 
 max_window_select = prim("max_window_select", _max_window_select_lower,

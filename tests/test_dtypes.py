@@ -4,6 +4,7 @@ int64 -> int32 mapping without x64, float64 under x64, and ops in reduced precis
 
 import numpy as np
 import pytest
+import torch
 
 import flowlite as fl
 from conftest import check_values, x64_mode
@@ -75,8 +76,7 @@ def test_python_scalars_are_weakly_typed():
     assert fl.where(fl.tensor([True, False]), 1, 0).dtype.kind == "i"
 
 
-def test_promotion_against_torch_if_installed():
-    torch = pytest.importorskip("torch")
+def test_promotion_against_torch():
     names = ["bool", "uint8", "int8", "int16", "int32", "float16", "bfloat16", "float32"]
     for a in names:
         for b in names:

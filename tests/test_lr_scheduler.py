@@ -1,9 +1,9 @@
 """flowlite.optim.lr_scheduler: PyTorch's learning-rate sequences, and no recompiles.
 
 Each scheduler's sequence (get_last_lr() after construction and after every step()) is compared
-with the closed form or recurrence from PyTorch's documentation, written out below.  If PyTorch
-is installed, an extra test compares every sequence with torch.optim.lr_scheduler float for
-float.
+with the closed form or recurrence from PyTorch's documentation, written out below.  An extra
+test compares every sequence with torch.optim.lr_scheduler float for float (torch is a required
+test-only dependency).
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from bisect import bisect_right
 
 import numpy as np
 import pytest
+import torch
 
 import flowlite as fl
 from flowlite import metrics, optim
@@ -360,7 +361,6 @@ def test_state_dict_round_trip(tmp_path, make_sched, metric):
 # ---- the same sequences as PyTorch, float for float ----------------------------------------------
 @pytest.mark.filterwarnings("ignore::UserWarning")   # torch: "lr_scheduler.step() before ..."
 def test_cross_check_with_torch():
-    torch = pytest.importorskip("torch")
     T = torch.optim.lr_scheduler
     cases = {
         "LambdaLR": lambda L, o: L.LambdaLR(o, lambda e: 0.9 ** e + 0.01 * e),

@@ -1,16 +1,16 @@
-"""Optional cross-check against PyTorch itself (skipped when torch isn't installed): PyTorch
-modules' state_dicts load unchanged into the flowlite modules, which then agree on outputs,
-input gradients, parameter gradients and buffers.  All flowlite work shares ONE sync."""
+"""Cross-check against PyTorch itself (torch is a required test-only dependency, pinned in the
+`test` extra): PyTorch modules' state_dicts load unchanged into the flowlite modules, which then
+agree on outputs, input gradients, parameter gradients and buffers.  All flowlite work shares ONE
+sync."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-import flowlite as fl  # noqa: E402
-import flowlite.nn as nn  # noqa: E402
-import flowlite.nn.functional as F  # noqa: E402
+import flowlite as fl
+import flowlite.nn as nn
+import flowlite.nn.functional as F
 
 pytestmark = pytest.mark.filterwarnings("ignore:flowlite.*recompiled")
 R = np.random.default_rng(11)

@@ -6,6 +6,7 @@ masked_fill, take_along_dim, one_hot."""
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
 
 import flowlite as fl
 from conftest import check_fd, check_grad, check_grad2, check_values, randn
@@ -208,8 +209,7 @@ def test_finite_differences_indexing(x64):
         check_fd(fn, *arrays)
 
 
-def test_int_and_tensor_index_mix_matches_torch_if_installed():
-    torch = pytest.importorskip("torch")
+def test_int_and_tensor_index_mix_matches_torch():
     a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
     S = slice(None)
     indexes = [lambda m: (1, S, m.tensor([2, 0])), lambda m: (m.tensor([2, 0]), 1, S),

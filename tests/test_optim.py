@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import flowlite as fl
 from flowlite import metrics, optim
@@ -499,9 +500,8 @@ def test_gradient_accumulation_matches_the_large_batch():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-# ---- optional cross-check against PyTorch itself -------------------------------------------------
+# ---- cross-check against PyTorch itself (a required test-only dependency) ------------------------
 def test_cross_check_with_torch():
-    torch = pytest.importorskip("torch")
     for name, kw in [("SGD", dict(lr=0.1, momentum=0.9, dampening=0.3, weight_decay=0.05)),
                      ("Adam", dict(lr=0.05, amsgrad=True, weight_decay=0.1)),
                      ("RMSprop", dict(momentum=0.9, centered=True)),

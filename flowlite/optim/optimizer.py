@@ -102,7 +102,6 @@ def _update_inplace(attrs, j):
 
 optax_update = Prim("optax_update", _lower_update, None, multi=True, nondiff=True,
                     inplace=_update_inplace)
-P.TABLE["optax_update"] = optax_update
 
 
 class _RequiredParameter:

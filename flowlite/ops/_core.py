@@ -1,0 +1,223 @@
+"""Shared machinery of the op front end: Python scalars (baked or data), `as_tensor`,
+broadcasting, the elementwise shape/dtype rules (`_unary`, `_binary`), dtype conversion,
+`broadcast_to`, devices and creation dtypes.
+
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
+the op modules listed before it in ops/__init__.py.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from .. import dtypes as D
+from .. import primitives as P
+from .. import ir
+from ..tensor import Tensor, apply, tensor, from_numpy, Size
+from ..device import default_device, device as _make_device
+_scalar_types = (int, float, bool, np.number, np.bool_)
+
+
+_Node = ir.Node
+
+
+_SCALAR = ir.SCALAR
+
+
+_promote = D.promote
+
+
+_scalar_result = D.scalar_result
+
+
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
+
+
+def _promote_nodes(nx, ny):
+    """PyTorch's tensor-tensor promotion: a 0-d tensor only decides the result dtype when its
+    category (bool < integer < floating) is higher than the dimensioned operand's."""
+    dx, dy = nx.dtype, ny.dtype
+    if dx is dy:
+        return dx
+    if bool(nx.shape) != bool(ny.shape):
+        dim, zero = (dx, dy) if nx.shape else (dy, dx)
+        return zero if _CATEGORY[zero.kind] > _CATEGORY[dim.kind] else dim
+    return _promote(dx, dy)
+
+
+# ---- scalars -------------------------------------------------------------------------------
+# A few constants are baked into graphs (XLA simplifies x*1, x+0, x*2 ...); every other Python
+# scalar enters as data (packed per dtype at the sync), so a changing value never recompiles.
+_BAKED = {0, 1, 2, -1, 0.5}
+
+
+_const_cache: dict = {}
+
+
+def _scalar(value, dtype) -> Tensor:
+    v = value.item() if isinstance(value, (np.number, np.bool_)) else value
+    if type(v) is bool or dtype is D.bool_:
+        v = builtins.bool(v) if dtype is D.bool_ else v
+    if type(v) is bool or (v in _BAKED) or (type(v) is float and not math.isfinite(v)):
+        key = (v, type(v), dtype)
+        node = _const_cache.get(key)
+        if node is None:
+            cv = v if dtype.kind == "f" else (builtins.int(v) if dtype.kind in "iu" else v)
+            node = _const_cache[key] = _Node(P.full, (), ((), cv, dtype), (), dtype, None)
+        return Tensor(node)
+    if dtype.kind in "iu":
+        v = builtins.int(v)
+    return Tensor(ir.scalar_node(v, dtype))
+
+
+def as_tensor(x, dtype=None, device=None) -> Tensor:
+    if isinstance(x, Tensor):
+        if dtype is not None and x.dtype is not D.canonical(D.from_any(dtype)):
+            return to_dtype(x, dtype)
+        return x
+    if isinstance(x, _scalar_types):
+        d = D.canonical(D.from_any(dtype)) if dtype is not None else D.of_python_value(x)
+        return _scalar(x, d)
+    return tensor(x, dtype=dtype, device=device)
+
+
+# ---- broadcasting ------------------------------------------------------------------------------
+_bcast_cache: dict = {}
+
+
+def broadcast_shapes(*shapes, op="broadcast_shapes"):
+    if len(shapes) == 2:
+        key = shapes
+        r = _bcast_cache.get(key)
+        if r is not None:
+            return r
+    out = []
+    ndim = builtins.max(len(s) for s in shapes)
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            k = len(s) - ndim + i
+            if k < 0:
+                continue
+            d = s[k]
+            if d == 1:
+                continue
+            if size == 1:
+                size = d
+            elif d != size:
+                shown = " and ".join(str(tuple(s)) for s in shapes)
+                raise ValueError(f"{op}: shapes {shown} cannot be broadcast together "
+                                 f"(dimension {i - ndim}: {size} vs {d})")
+        out.append(size)
+    r = tuple(out)
+    if len(shapes) == 2:
+        _bcast_cache[shapes] = r
+    return r
+
+
+def _binary(prim, x, y, result="promote"):
+    """Record an elementwise binary op with PyTorch promotion and broadcasting."""
+    if type(x) is not Tensor:
+        if isinstance(x, Tensor):
+            pass
+        elif type(y) is Tensor or isinstance(y, Tensor):
+            nd = y._node.dtype
+            x = _scalar(x, _scalar_result(nd, x)) if isinstance(x, _scalar_types) else \
+                as_tensor(x)
+        else:
+            raise TypeError(f"{prim.name}: expected a Tensor")
+    nx = x._node
+    if type(y) is Tensor or isinstance(y, Tensor):
+        ny = y._node
+        dt = nx.dtype
+        if ny.dtype is not dt:
+            dt = _promote_nodes(nx, ny)
+    elif isinstance(y, _scalar_types):
+        dt = _scalar_result(nx.dtype, y)
+        y = _scalar(y, dt)
+        ny = y._node
+    else:
+        if y is None:
+            raise TypeError(f"{prim.name}: unsupported operand None")
+        y = as_tensor(y, device=x.device)
+        ny = y._node
+        dt = _promote(nx.dtype, ny.dtype)
+    if result == "float" and dt.kind != "f":
+        dt = D.default_float()
+    if nx.dtype is not dt:
+        x = to_dtype(x, dt)
+    if ny.dtype is not dt:
+        y = to_dtype(y, dt)
+    sx, sy = nx.shape, ny.shape
+    shape = sx if sx == sy else broadcast_shapes(sx, sy, op=prim.name)
+    return apply(prim, (x, y), (), shape, D.bool_ if result == "bool" else dt)
+
+
+def _unary(prim, x, float_only=False):
+    if not isinstance(x, Tensor):
+        x = as_tensor(x)
+    n = x._node
+    if float_only and n.dtype.kind != "f":
+        x = to_dtype(x, D.default_float())
+        n = x._node
+    return apply(prim, (x,), (), n.shape, n.dtype)
+
+
+def to_dtype(x, dtype):
+    d = D.canonical(D.from_any(dtype))
+    if x._node.dtype is d:
+        return x
+    return apply(P.convert, (x,), (d,), x._node.shape, d)
+
+
+# ---- shape -----------------------------------------------------------------------------------
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list, Size)):
+        shape = shape[0]
+    return tuple(builtins.int(s) for s in shape)
+
+
+def broadcast_to(x, shape):
+    shape = tuple(shape)
+    if x._node.shape == shape:
+        return x
+    try:
+        r = broadcast_shapes(x._node.shape, shape, op="broadcast_to")
+    except ValueError:
+        raise ValueError(f"broadcast_to: the tensor of shape {tuple(x.shape)} can't be "
+                         f"expanded to {shape}") from None
+    if r != shape:
+        raise ValueError(f"broadcast_to: the tensor of shape {tuple(x.shape)} can't be expanded "
+                         f"to {shape}")
+    return apply(P.broadcast_to, (x,), (shape,), shape, x._node.dtype)
+
+
+def _take_along_prim(x, index, d):
+    return apply(P.take_along, (x, index), (d,), index._node.shape, x._node.dtype)
+
+
+def nonzero(x, as_tuple=False):
+    """Data-dependent shape: reads the mask on the host (a sync)."""
+    idx = np.nonzero(x.numpy())
+    if as_tuple:
+        return tuple(from_numpy(i.astype(np.int64), device=x.device) for i in idx)
+    if not idx:
+        return from_numpy(np.zeros((0, 0), np.int64))
+    return from_numpy(np.stack(idx, 1).astype(np.int64), device=x.device)
+
+
+# ---- creation ---------------------------------------------------------------------------------
+def _dev(device):
+    if device is None:
+        return default_device()
+    return _make_device(device)
+
+
+def _creation_dtype(dtype, fill=None):
+    if dtype is not None:
+        return D.canonical(D.from_any(dtype))
+    if fill is None:
+        return D.default_float()
+    return D.of_python_value(fill)

@@ -1,0 +1,295 @@
+"""Elementwise ops: arithmetic, comparisons, logic, unary math, `clamp`, `where`.
+
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
+the op modules listed before it in ops/__init__.py.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .. import dtypes as D
+from .. import primitives as P
+from ..tensor import Tensor, apply, tensor
+from ._core import (_binary, _promote_nodes, _scalar, _scalar_result, _scalar_types, _unary,
+                    as_tensor, broadcast_shapes, nonzero, to_dtype)
+
+
+# ---- elementwise -----------------------------------------------------------------------------
+def add(x, y, alpha=1):
+    if alpha != 1:
+        y = mul(y, alpha)
+    return _binary(P.add, x, y)
+
+
+def sub(x, y, alpha=1):
+    if alpha != 1:
+        y = mul(y, alpha)
+    return _binary(P.sub, x, y)
+
+
+def rsub(x, y):
+    return _binary(P.sub, y, x) if isinstance(y, Tensor) else _binary(P.sub, _lift(y, x), x)
+
+
+def _lift(s, like):
+    return _scalar(s, _scalar_result(like.dtype, s)) if isinstance(s, _scalar_types) \
+        else as_tensor(s, device=like.device)
+
+
+def mul(x, y):
+    return _binary(P.mul, x, y)
+
+
+def div(x, y, rounding_mode=None):
+    if rounding_mode == "floor":
+        return floor_divide(x, y)
+    if rounding_mode == "trunc":
+        q = _binary(P.div, x, y, "float")
+        r = trunc(q)
+        return r if x.dtype.kind == "f" else to_dtype(r, x.dtype)
+    return _binary(P.div, x, y, "float")
+
+
+def rdiv(x, y):
+    return _binary(P.div, _lift(y, x), x, "float")
+
+
+def floor_divide(x, y):
+    return _binary(P.floor_divide, x, y)
+
+
+def remainder(x, y):
+    return _binary(P.remainder, x, y)
+
+
+def fmod(x, y):
+    return _binary(P.fmod, x, y)
+
+
+def atan2(x, y):
+    return _binary(P.atan2, x, y, "float")
+
+
+def pow(x, y):  # noqa: A001 - PyTorch name
+    if isinstance(x, Tensor) and isinstance(y, (int, np.integer)) and not isinstance(y, bool) \
+            and y < 0 and x.dtype.kind in "biu":
+        raise ValueError(f"pow: integers to negative integer powers are not allowed "
+                         f"({x.dtype} tensor of shape {tuple(x.shape)} ** {y})")
+    if isinstance(x, Tensor) and isinstance(y, (int, np.integer)) and not isinstance(y, bool) \
+            and -16 <= y <= 16:
+        y = builtins.int(y)
+        if y == 1:
+            return x
+        return apply(P.integer_pow, (x,), (y,), x._node.shape, x._node.dtype) if y >= 0 or \
+            x.dtype.kind == "f" else _binary(P.pow_, x, y)
+    if not isinstance(x, Tensor):
+        return _binary(P.pow_, _lift(x, y), y)
+    return _binary(P.pow_, x, y)
+
+
+def integer_pow(x, n):
+    return apply(P.integer_pow, (x,), (n,), x._node.shape, x._node.dtype)
+
+
+def maximum(x, y):
+    return _binary(P.maximum, x, y)
+
+
+def minimum(x, y):
+    return _binary(P.minimum, x, y)
+
+
+def eq(x, y):
+    return _binary(P.eq, x, y, "bool")
+
+
+def ne(x, y):
+    return _binary(P.ne, x, y, "bool")
+
+
+def lt(x, y):
+    return _binary(P.lt, x, y, "bool")
+
+
+def le(x, y):
+    return _binary(P.le, x, y, "bool")
+
+
+def gt(x, y):
+    return _binary(P.gt, x, y, "bool")
+
+
+def ge(x, y):
+    return _binary(P.ge, x, y, "bool")
+
+
+def _logical(prim, name, x, y):
+    xd = x.dtype if isinstance(x, Tensor) else None
+    yd = y.dtype if isinstance(y, Tensor) else None
+    for d in (xd, yd):
+        if d is not None and d.kind == "f":
+            raise TypeError(f"{name}: not supported for floating-point tensors ({d}); "
+                            "use bool or integer tensors")
+    return _binary(prim, x, y)
+
+
+def logical_and(x, y):
+    return _binary(P.bit_and, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
+
+
+def logical_or(x, y):
+    return _binary(P.bit_or, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
+
+
+def logical_xor(x, y):
+    return _binary(P.bit_xor, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
+
+
+def logical_not(x):
+    return apply(P.logical_not, (to_dtype(x, D.bool_),), (), x._node.shape, D.bool_)
+
+
+def bitwise_not(x):
+    if x.dtype.kind == "f":
+        raise TypeError(f"bitwise_not (~): not supported for floating-point tensors ({x.dtype})")
+    return apply(P.logical_not, (x,), (), x._node.shape, x._node.dtype)
+
+
+def neg(x):
+    if x.dtype is D.bool_:
+        raise TypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
+                        "use `~` or logical_not()")
+    return _unary(P.neg, x)
+
+
+def abs(x):  # noqa: A001
+    return _unary(P.abs_, x)
+
+
+def sign(x):
+    return x if x.dtype is D.bool_ else _unary(P.sign, x)
+
+
+def exp(x):
+    return _unary(P.exp, x, True)
+
+
+def log(x):
+    return _unary(P.log, x, True)
+
+
+def log1p(x):
+    return _unary(P.log1p, x, True)
+
+
+def expm1(x):
+    return _unary(P.expm1, x, True)
+
+
+def sqrt(x):
+    return _unary(P.sqrt, x, True)
+
+
+def rsqrt(x):
+    return _unary(P.rsqrt, x, True)
+
+
+def sin(x):
+    return _unary(P.sin, x, True)
+
+
+def cos(x):
+    return _unary(P.cos, x, True)
+
+
+def tanh(x):
+    return _unary(P.tanh, x, True)
+
+
+def sigmoid(x):
+    return _unary(P.sigmoid, x, True)
+
+
+def erf(x):
+    return _unary(P.erf, x, True)
+
+
+def floor(x):
+    return x if x.dtype.kind != "f" else _unary(P.floor, x)
+
+
+def ceil(x):
+    return x if x.dtype.kind != "f" else _unary(P.ceil, x)
+
+
+def trunc(x):
+    return x if x.dtype.kind != "f" else _unary(P.trunc, x)
+
+
+def round(x, decimals=0):  # noqa: A001
+    if x.dtype.kind != "f":
+        return x
+    return apply(P.round_, (x,), (decimals,), x._node.shape, x._node.dtype)
+
+
+def square(x):
+    return mul(x, x)
+
+
+def reciprocal(x):
+    return rdiv(x, 1.0)
+
+
+def relu(x):
+    return _unary(P.relu, x)
+
+
+def isfinite(x):
+    return apply(P.isfinite, (x,), (), x._node.shape, D.bool_)
+
+
+def isnan(x):
+    return apply(P.isnan, (x,), (), x._node.shape, D.bool_)
+
+
+def isinf(x):
+    return apply(P.isinf, (x,), (), x._node.shape, D.bool_)
+
+
+def clamp(x, min=None, max=None):  # noqa: A002
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+    # where, not maximum/minimum: like PyTorch, a value at a bound keeps its full gradient
+    if min is not None:
+        x = where(lt(x, min), min, x)
+    if max is not None:
+        x = where(gt(x, max), max, x)
+    return x
+
+
+clip = clamp
+
+
+def where(cond, x=None, y=None):
+    if x is None and y is None:
+        return nonzero(cond, as_tuple=True)
+    if not isinstance(cond, Tensor):
+        cond = as_tensor(cond)
+    if cond.dtype is not D.bool_:
+        cond = to_dtype(cond, D.bool_)
+    xt, yt = isinstance(x, Tensor), isinstance(y, Tensor)
+    if xt and yt:
+        dt = _promote_nodes(x._node, y._node)
+    elif xt:
+        dt = _scalar_result(x.dtype, y) if isinstance(y, _scalar_types) else x.dtype
+    elif yt:
+        dt = _scalar_result(y.dtype, x) if isinstance(x, _scalar_types) else y.dtype
+    else:
+        dt = D.promote(D.of_python_value(x), D.of_python_value(y))
+    x = to_dtype(as_tensor(x, dtype=dt) if not xt else x, dt)
+    y = to_dtype(as_tensor(y, dtype=dt) if not yt else y, dt)
+    shape = broadcast_shapes(cond._node.shape, x._node.shape, op="where")
+    shape = broadcast_shapes(shape, y._node.shape, op="where")
+    return apply(P.where, (cond, x, y), (), shape, dt)

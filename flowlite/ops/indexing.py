@@ -1,0 +1,368 @@
+"""Indexing: `getitem`/`setitem`, gather/scatter, index_select/index_add/index_put,
+masked_fill, one_hot.
+
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
+the op modules listed before it in ops/__init__.py.
+"""
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from .. import dtypes as D
+from .. import primitives as P
+from ..tensor import Tensor, apply, tensor, from_numpy, _norm_dim
+from ._core import (_scalar, _take_along_prim, as_tensor, broadcast_shapes, broadcast_to, to_dtype)
+from .elementwise import (eq, where)
+from .creation import (arange)
+from .shape import (reshape, unsqueeze)
+from .reduction import (amax)
+
+
+# ---- indexing --------------------------------------------------------------------------------
+def _parse_index(x, idx):
+    """-> (spec, index tensors, basic) with PyTorch semantics; bool masks sync to host."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    items = []
+    tensors = []
+    basic = True
+    shp = x._node.shape
+    n_consumed = builtins.sum(1 for i in idx if i is not None and i is not Ellipsis and not (
+        isinstance(i, Tensor) and i.dtype is D.bool_) and not (isinstance(i, np.ndarray) and
+                                                              i.dtype == bool))
+    n_consumed += builtins.sum(i.ndim for i in idx if (isinstance(i, Tensor) and i.dtype is
+                                                      D.bool_) or (isinstance(i, np.ndarray)
+                                                                   and i.dtype == bool))
+    if builtins.sum(1 for i in idx if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if n_consumed > len(shp):
+        raise IndexError(f"too many indices for tensor of dimension {len(shp)} "
+                         f"(shape {tuple(shp)}, index {idx!r})")
+    dim = 0
+    for it in idx:
+        if it is None:
+            items.append(("n",))
+        elif it is Ellipsis:
+            items.append(("e",))
+            dim += len(shp) - n_consumed
+        elif isinstance(it, slice):
+            size = shp[dim]
+            start, stop, step = it.start, it.stop, it.step
+            step = 1 if step is None else builtins.int(step)
+            if step <= 0:
+                raise ValueError(f"index: slice step must be positive (got {step})")
+            s, e, k = slice(start, stop, step).indices(size)
+            items.append(("s", s, builtins.max(e, s), k))
+            dim += 1
+        elif isinstance(it, (bool, np.bool_)):
+            raise IndexError("indexing with a Python bool is not supported")
+        elif isinstance(it, (int, np.integer)):
+            size = shp[dim]
+            i = builtins.int(it)
+            if not -size <= i < size:
+                raise IndexError(f"index {i} is out of bounds for dimension {dim} with size "
+                                 f"{size}")
+            items.append(("i", i + size if i < 0 else i))
+            dim += 1
+        else:
+            t = it
+            if not isinstance(t, Tensor):
+                arr = np.asarray(t)
+                if arr.dtype == object or arr.dtype.kind not in "biu":
+                    raise IndexError(f"index: tensors used as indices must be long, int or bool "
+                                     f"(got {arr.dtype} from {type(it).__name__})")
+                t = from_numpy(arr if arr.dtype == bool else arr.astype(np.int64),
+                               device=x.device)
+            if t.dtype is D.bool_:
+                mask = t.numpy()
+                if mask.shape != tuple(shp[dim:dim + mask.ndim]):
+                    raise IndexError(f"index: the shape of the mask {mask.shape} does not match "
+                                     f"the shape of the indexed tensor {tuple(shp)} at dim {dim}")
+                for nz in np.nonzero(mask):
+                    items.append(("t",))
+                    tensors.append(from_numpy(nz.astype(np.int32), device=x.device))
+                dim += mask.ndim
+                basic = False
+                continue
+            if t.dtype.kind not in "iu":
+                raise IndexError(f"index: tensors used as indices must be long, int or bool "
+                                 f"tensors (got {t.dtype})")
+            items.append(("t",))
+            tensors.append(t)
+            basic = False
+            dim += 1
+    return tuple(items), tuple(tensors), basic
+
+
+def _basic_plan(shp, spec):
+    """(slice attrs or None, sliced shape, result shape) for ints/slices/None/Ellipsis."""
+    nd = len(shp)
+    starts, stops, steps = [0] * nd, list(shp), [1] * nd
+    out_shape = []
+    n_real = builtins.sum(1 for it in spec if it[0] in "si")
+    dim = 0
+    for it in spec:
+        k = it[0]
+        if k == "n":
+            out_shape.append(1)
+        elif k == "e":
+            for _ in range(nd - n_real):
+                out_shape.append(shp[dim])
+                dim += 1
+        elif k == "s":
+            starts[dim], stops[dim], steps[dim] = it[1], it[2], it[3]
+            out_shape.append(builtins.max(0, -(-(it[2] - it[1]) // it[3])))
+            dim += 1
+        else:
+            starts[dim], stops[dim] = it[1], it[1] + 1
+            dim += 1
+    while dim < nd:
+        out_shape.append(shp[dim])
+        dim += 1
+    if (starts, stops, steps) == ([0] * nd, list(shp), [1] * nd):
+        return None, tuple(shp), tuple(out_shape)
+    sliced = tuple(builtins.max(0, -(-(e - b) // k)) for b, e, k in zip(starts, stops, steps))
+    return (tuple(starts), tuple(stops), tuple(steps)), sliced, tuple(out_shape)
+
+
+def _apply_basic_plan(x, plan):
+    sl, sliced, out_shape = plan
+    dt = x._node.dtype
+    if sl is not None:
+        x = apply(P.slice_, (x,), sl, sliced, dt)
+    if sliced != out_shape:
+        x = apply(P.reshape, (x,), (out_shape,), out_shape, dt)
+    return x
+
+
+def _basic_index(x, spec):
+    """Ints, positive-step slices, None and Ellipsis: a slice + reshape, never a gather."""
+    return _apply_basic_plan(x, _basic_plan(x._node.shape, spec))
+
+
+_basic_cache: dict = {}
+
+
+_BASIC_TYPES = (int, slice, type(None), type(Ellipsis))
+
+
+def _basic_key(idx):
+    """A hashable key for an index made only of ints, slices, None and Ellipsis (else None)."""
+    if type(idx) is not tuple:
+        idx = (idx,)
+    key = []
+    for i in idx:
+        t = type(i)
+        if t is slice:
+            key.append((i.start, i.stop, i.step))
+        elif t is int or i is None or i is Ellipsis:
+            key.append(i)
+        else:
+            return None
+    return tuple(key)
+
+
+def getitem(x, idx):
+    key = _basic_key(idx)
+    if key is not None:
+        ck = (x._node.shape, key)
+        plan = _basic_cache.get(ck)
+        if plan is None:
+            spec, _, _ = _parse_index(x, idx)
+            plan = _basic_cache[ck] = _basic_plan(x._node.shape, spec)
+        return _apply_basic_plan(x, plan)
+    spec, tensors, basic = _parse_index(x, idx)
+    if basic:
+        return _basic_index(x, spec)
+    split = _split_int_indices(x, spec)
+    if split is not None:
+        ints, rest = split
+        return _index(_basic_index(x, ints), rest, tensors)
+    return _index(x, spec, tensors)
+
+
+def _split_int_indices(x, spec):
+    """PyTorch applies integer indices before index tensors (x[1, :, idx] is x[1][:, idx]);
+    numpy/jax would treat the int as one more advanced index and may move the result's dims.
+    -> (spec selecting the ints, the rest of the spec) or None when no int meets a tensor."""
+    if not builtins.any(it[0] == "i" for it in spec) or \
+            not builtins.any(it[0] == "t" for it in spec):
+        return None
+    shp = x._node.shape
+    n_consumed = builtins.sum(1 for it in spec if it[0] in "sit")
+    ints, rest, dim = [], [], 0
+    for it in spec:
+        k = it[0]
+        if k == "n":
+            rest.append(it)
+        elif k == "e":
+            ints.append(it)
+            rest.append(it)
+            dim += len(shp) - n_consumed
+        elif k == "i":
+            ints.append(it)
+            dim += 1
+        else:
+            ints.append(("s", 0, shp[dim], 1))
+            rest.append(it)
+            dim += 1
+    return tuple(ints), tuple(rest)
+
+
+def _index(x, spec, tensors):
+    return apply(P.index, (x,) + tuple(tensors), (spec,))
+
+
+def _index_add(x, spec, tensors, v):
+    return apply(P.index_add, (x, v) + tuple(tensors), (spec,), x._node.shape, x._node.dtype)
+
+
+def _index_set(x, spec, tensors, v):
+    return apply(P.index_set, (x, v) + tuple(tensors), (spec,), x._node.shape, x._node.dtype)
+
+
+def index_put(x, idx, value, accumulate=False):
+    spec, tensors, _ = _parse_index(x, idx)
+    v = to_dtype(as_tensor(value, dtype=x.dtype), x.dtype) if not isinstance(value, Tensor) \
+        else to_dtype(value, x.dtype)
+    split = _split_int_indices(x, spec) if tensors else None
+    if split is not None:   # ints first, as in getitem: update x[ints], then write it back
+        ints, rest = split
+        sub = _basic_index(x, ints)
+        return _index_set(x, ints, (), _put(sub, rest, tensors, v, accumulate))
+    return _put(x, spec, tensors, v, accumulate)
+
+
+def _put(x, spec, tensors, v, accumulate):
+    target = _index(x, spec, tensors) if tensors else _basic_index(x, spec)
+    try:
+        broadcast_to(v, target._node.shape)
+    except ValueError:
+        raise ValueError(f"setitem: value of shape {tuple(v.shape)} cannot be broadcast to the "
+                         f"indexed shape {tuple(target.shape)}") from None
+    if accumulate:
+        return _index_add(x, spec, tensors, v)
+    return _index_set(x, spec, tensors, v)
+
+
+def setitem(x, idx, value):
+    x._rebind(index_put(x, idx, value), "__setitem__")
+
+
+def _check_index_tensor(index, op):
+    if not isinstance(index, Tensor):
+        index = as_tensor(index)
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"{op}(): Expected dtype int64 (or int32) for index, got {index.dtype}")
+    return index
+
+
+def gather(x, dim, index):
+    index = _check_index_tensor(index, "gather")
+    d = _norm_dim(dim, x.ndim, "gather")
+    if index.ndim != x.ndim:
+        raise ValueError(f"gather: index tensor must have the same number of dimensions as the "
+                         f"input (index {tuple(index.shape)}, input {tuple(x.shape)})")
+    for i, (a, b) in enumerate(zip(index._node.shape, x._node.shape)):
+        if i != d and a > b:
+            raise ValueError(f"gather: size of index {tuple(index.shape)} exceeds the input "
+                             f"{tuple(x.shape)} at dimension {i}")
+    return _take_along_prim(x, index, d)
+
+
+def take_along_dim(x, indices, dim):
+    indices = _check_index_tensor(indices, "take_along_dim")
+    d = _norm_dim(dim, x.ndim, "take_along_dim")
+    shape = list(broadcast_shapes(tuple(s for i, s in enumerate(x.shape) if i != d),
+                                  tuple(s for i, s in enumerate(indices.shape) if i != d),
+                                  op="take_along_dim"))
+    xs = list(shape)
+    xs.insert(d, x.shape[d])
+    ish = list(shape)
+    ish.insert(d, indices.shape[d])
+    return _take_along_prim(broadcast_to(x, tuple(xs)), broadcast_to(indices, tuple(ish)), d)
+
+
+def _scatter_add_prim(x, index, src, d):
+    return apply(P.scatter_add, (x, index, src), (d,), x._node.shape, x._node.dtype)
+
+
+def _scatter_prim(x, index, src, d):
+    return apply(P.scatter, (x, index, src), (d,), x._node.shape, x._node.dtype)
+
+
+def _scatter_args(x, dim, index, src, op):
+    index = _check_index_tensor(index, op)
+    d = _norm_dim(dim, x.ndim, op)
+    if not isinstance(src, Tensor):
+        src = broadcast_to(as_tensor(src, dtype=x.dtype), index._node.shape)
+    src = to_dtype(src, x.dtype)
+    if index.ndim != x.ndim or src.ndim != x.ndim:
+        raise ValueError(f"{op}: index {tuple(index.shape)}, src {tuple(src.shape)} and self "
+                         f"{tuple(x.shape)} must have the same number of dimensions")
+    for i in range(x.ndim):
+        if index.shape[i] > src.shape[i] or (i != d and index.shape[i] > x.shape[i]):
+            raise ValueError(f"{op}: index {tuple(index.shape)} is larger than src "
+                             f"{tuple(src.shape)} or self {tuple(x.shape)} at dimension {i}")
+    return index, d, src
+
+
+def scatter(x, dim, index, src=None, value=None, reduce=None):
+    if src is None:
+        src = value
+    index, d, src = _scatter_args(x, dim, index, src, "scatter")
+    if reduce == "add":
+        return _scatter_add_prim(x, index, src, d)
+    if reduce is not None:
+        raise ValueError(f"scatter: unsupported reduce {reduce!r}")
+    return _scatter_prim(x, index, src, d)
+
+
+def scatter_add(x, dim, index, src):
+    index, d, src = _scatter_args(x, dim, index, src, "scatter_add")
+    return _scatter_add_prim(x, index, src, d)
+
+
+def index_select(x, dim, index):
+    index = _check_index_tensor(index, "index_select")
+    if index.ndim > 1:
+        raise ValueError(f"index_select: index must be 1-D or 0-D (got shape "
+                         f"{tuple(index.shape)})")
+    d = _norm_dim(dim, x.ndim, "index_select")
+    index = reshape(index, (-1,))
+    spec = tuple(("s", 0, s, 1) for s in x._node.shape[:d]) + (("t",),)
+    return _index(x, spec, (index,))
+
+
+def index_add(x, dim, index, source, alpha=1):
+    index = _check_index_tensor(index, "index_add")
+    d = _norm_dim(dim, x.ndim, "index_add")
+    spec = tuple(("s", 0, s, 1) for s in x._node.shape[:d]) + (("t",),)
+    if alpha != 1:
+        source = source * alpha
+    return _index_add(x, spec, (index,), to_dtype(source, x.dtype))
+
+
+def masked_fill(x, mask, value):
+    if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
+        got = f"{mask.dtype} tensor of shape {tuple(mask.shape)}" if isinstance(mask, Tensor) \
+            else type(mask).__name__
+        raise TypeError(f"masked_fill: expected a bool mask tensor, got a {got}")
+    broadcast_shapes(x._node.shape, mask._node.shape, op="masked_fill")
+    if isinstance(value, Tensor):
+        value = to_dtype(value, x.dtype)
+    else:
+        value = _scalar(value, x.dtype)
+    r = where(mask, value, x)
+    return r if r._node.shape == x._node.shape else broadcast_to(r, x._node.shape)
+
+
+def one_hot(x, num_classes=-1):
+    if x.dtype.kind not in "iu":
+        raise TypeError(f"one_hot is only applicable to index tensors (got {x.dtype})")
+    if num_classes < 0:
+        num_classes = builtins.int(amax(x).item()) + 1
+    classes = arange(num_classes, device=x.device, dtype=x.dtype)
+    return to_dtype(eq(unsqueeze(x, -1), classes), D.int64)

@@ -1,0 +1,148 @@
+"""Linear algebra: matmul/bmm/mm, dot, outer, einsum.
+
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
+the op modules listed before it in ops/__init__.py.
+"""
+from __future__ import annotations
+
+import builtins
+import collections
+
+from .. import dtypes as D
+from .. import primitives as P
+from ..tensor import Tensor, apply
+from ._core import (_promote, as_tensor, broadcast_shapes, broadcast_to, to_dtype)
+from .elementwise import (mul)
+from .shape import (reshape, unsqueeze)
+
+
+# ---- linear algebra ----------------------------------------------------------------------------
+def matmul(a, b):
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError("matmul: both arguments must be tensors")
+    sa, sb = a._node.shape, b._node.shape
+    if not sa or not sb:
+        raise ValueError(f"matmul: both arguments need at least 1 dimension, got shapes "
+                         f"{tuple(sa)} and {tuple(sb)}")
+    ka = sa[-1]
+    kb = sb[-2] if len(sb) >= 2 else sb[0]
+    if ka != kb:
+        kb_dim = builtins.max(len(sb) - 2, 0)
+        raise ValueError(f"matmul: shapes {tuple(sa)} and {tuple(sb)} are not aligned "
+                         f"({ka} (dim {len(sa) - 1}) != {kb} (dim {kb_dim}))")
+    dt = a.dtype if a.dtype is b.dtype else _promote(a.dtype, b.dtype)
+    if a.dtype is not dt:
+        a = to_dtype(a, dt)
+    if b.dtype is not dt:
+        b = to_dtype(b, dt)
+    squeeze_a = len(sa) == 1
+    squeeze_b = len(sb) == 1
+    if squeeze_a:
+        a = reshape(a, (1, ka))
+        sa = (1, ka)
+    if squeeze_b:
+        b = reshape(b, (kb, 1))
+        sb = (kb, 1)
+    try:
+        batch = broadcast_shapes(sa[:-2], sb[:-2], op="matmul") if len(sa) > 2 or \
+            len(sb) > 2 else ()
+    except ValueError:
+        raise ValueError(f"matmul: batch dimensions of shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)} cannot be broadcast together") from None
+    shape = batch + (sa[-2], sb[-1])
+    out = apply(P.matmul, (a, b), (), shape, dt)
+    if squeeze_a or squeeze_b:
+        shape = batch + ((sa[-2],) if not squeeze_a else ()) + ((sb[-1],) if not squeeze_b else ())
+        out = reshape(out, shape)
+    return out
+
+
+def bmm(a, b):
+    if a.ndim != 3 or b.ndim != 3:
+        raise ValueError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"bmm: batch sizes differ: {tuple(a.shape)} and {tuple(b.shape)}")
+    return matmul(a, b)
+
+
+mm = matmul
+
+
+def dot(a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"dot: 1D tensors expected, but got shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
+    return matmul(a, b)
+
+
+def outer(a, b):
+    return mul(unsqueeze(a, 1), unsqueeze(b, 0))
+
+
+def _explicit_einsum(eq, operands):
+    eq = eq.replace(" ", "")
+    if "->" in eq:
+        ins, out = eq.split("->")
+    else:
+        ins, out = eq, None
+    specs = ins.split(",")
+    if len(specs) != len(operands):
+        raise ValueError(f"einsum: equation {eq!r} names {len(specs)} operands but "
+                         f"{len(operands)} were given")
+    used = set(c for c in eq if c.isalpha())
+    free = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used]
+    ell = None
+    new_specs = []
+    for s, t in zip(specs, operands):
+        if "..." in s:
+            n = t.ndim - (len(s) - 3)
+            if ell is None or len(ell) < n:
+                ell = "".join(free[:n]) if ell is None or len(ell) < n else ell
+            s = s.replace("...", ell[len(ell) - n:] if n else "")
+        if len(s) != t.ndim:
+            raise ValueError(f"einsum: operand spec {s!r} has {len(s)} indices but the operand "
+                             f"has shape {tuple(t.shape)}")
+        if len(set(s)) != len(s):
+            raise ValueError(f"einsum: repeated index in {s!r} (diagonals) is not supported")
+        new_specs.append(s)
+    if out is None:
+        counts = collections.Counter("".join(new_specs))
+        out = (ell or "") + "".join(sorted(c for c, k in counts.items() if k == 1 and
+                                           (ell is None or c not in ell)))
+    else:
+        out = out.replace("...", ell or "")
+    sizes = {}
+    for s, t in zip(new_specs, operands):
+        for c, n in zip(s, t.shape):
+            if c in sizes and sizes[c] != n and 1 not in (sizes[c], n):
+                raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n} in "
+                                 f"{eq!r} (shapes {[tuple(o.shape) for o in operands]})")
+            sizes[c] = builtins.max(sizes.get(c, 1), n)
+    operands = [broadcast_to(t, tuple(sizes[c] for c in s)) for s, t in zip(new_specs, operands)]
+    return ",".join(new_specs) + "->" + out, operands, tuple(sizes[c] for c in out)
+
+
+_einsum_cache: dict = {}
+
+
+def einsum(eq, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    operands = [o if type(o) is Tensor or isinstance(o, Tensor) else as_tensor(o)
+                for o in operands]
+    key = (eq,) + tuple(o._node.shape for o in operands)
+    hit = _einsum_cache.get(key)
+    if hit is not None and builtins.all(o.dtype is operands[0].dtype for o in operands):
+        # same equation and shapes as before: explicit equation and output shape are known
+        eq2, shape, bshapes = hit
+        ops_ = [o if o._node.shape == bs else broadcast_to(o, bs)
+                for o, bs in zip(operands, bshapes)]
+        return apply(P.einsum, tuple(ops_), (eq2,), shape, operands[0].dtype)
+    eq, operands, shape = _explicit_einsum(eq, operands)
+    _einsum_cache[key] = (eq, shape, tuple(o._node.shape for o in operands))
+    dt = operands[0].dtype
+    for o in operands[1:]:
+        dt = _promote(dt, o.dtype)
+    operands = [to_dtype(o, dt) for o in operands]
+    return apply(P.einsum, tuple(operands), (eq,), shape, dt)

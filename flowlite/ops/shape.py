@@ -1,0 +1,372 @@
+"""Shape ops: reshape/view, flatten, squeeze, permute/transpose, expand, repeat, slicing
+primitives, cat/stack/split/chunk, tril/triu, pad.
+
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
+the op modules listed before it in ops/__init__.py.
+"""
+from __future__ import annotations
+
+import builtins
+import math
+
+from .. import primitives as P
+from ..tensor import Tensor, apply, tensor, _norm_dim
+from ._core import (_promote, _shape_arg, as_tensor, broadcast_to, to_dtype)
+from .elementwise import (mul)
+
+
+_reshape_cache: dict = {}
+
+
+def reshape(x, *shape):
+    old = x._node.shape
+    if len(shape) == 1 and type(shape[0]) is not int:
+        shape = tuple(shape[0])
+    key = (old, shape)
+    hit = _reshape_cache.get(key)
+    if hit is not None:
+        return x if hit == old else apply(P.reshape, (x,), (hit,), hit, x._node.dtype)
+    r = _reshape_slow(x, shape)
+    _reshape_cache[key] = r._node.shape
+    return r
+
+
+def _reshape_slow(x, shape):
+    shape = _shape_arg(shape)
+    old = x._node.shape
+    if shape == old:
+        return x
+    n = 1
+    for s in old:
+        n *= s
+    if -1 in shape:
+        if shape.count(-1) > 1:
+            raise ValueError(f"reshape: only one dimension can be inferred, got {shape}")
+        known = 1
+        for s in shape:
+            if s != -1:
+                known *= s
+        if known == 0 or n % known:
+            raise ValueError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
+                             f"(shape {tuple(old)})")
+        shape = tuple(n // known if s == -1 else s for s in shape)
+    m = 1
+    for s in shape:
+        if s < 0:
+            raise ValueError(f"reshape: invalid shape dimension {s} in {list(shape)}")
+        m *= s
+    if m != n:
+        raise ValueError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
+                         f"(shape {tuple(old)})")
+    if shape == old:          # e.g. view(-1) of a vector: no op recorded
+        return x
+    return apply(P.reshape, (x,), (shape,), shape, x._node.dtype)
+
+
+view = reshape
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    nd = len(x._node.shape)
+    if nd == 0:
+        return reshape(x, (1,))
+    s = _norm_dim(start_dim, nd, "flatten")
+    e = _norm_dim(end_dim, nd, "flatten")
+    if s > e:
+        raise ValueError("flatten: start_dim cannot come after end_dim")
+    shp = x._node.shape
+    n = 1
+    for d in shp[s:e + 1]:
+        n *= d
+    return reshape(x, shp[:s] + (n,) + shp[e + 1:])
+
+
+def unflatten(x, dim, sizes):
+    d = _norm_dim(dim, len(x._node.shape), "unflatten")
+    shp = x._node.shape
+    sizes = tuple(sizes)
+    if -1 in sizes:
+        known = 1
+        for s in sizes:
+            if s != -1:
+                known *= s
+        sizes = tuple(shp[d] // known if s == -1 else s for s in sizes)
+    if math.prod(sizes) != shp[d]:
+        raise ValueError(f"unflatten: sizes {sizes} don't multiply up to the size of dim {dim} "
+                         f"({shp[d]}) in shape {tuple(shp)}")
+    return reshape(x, shp[:d] + sizes + shp[d + 1:])
+
+
+def squeeze(x, dim=None):
+    shp = x._node.shape
+    if dim is None:
+        return reshape(x, tuple(s for s in shp if s != 1))
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    dims = {_norm_dim(d, len(shp), "squeeze") for d in dims} if shp else set()
+    return reshape(x, tuple(s for i, s in enumerate(shp) if not (i in dims and s == 1)))
+
+
+def unsqueeze(x, dim):
+    shp = x._node.shape
+    d = _norm_dim(dim, len(shp) + 1, "unsqueeze")
+    return reshape(x, shp[:d] + (1,) + shp[d:])
+
+
+_perm_cache: dict = {}
+
+
+def permute(x, *dims):
+    shp = x._node.shape
+    if len(dims) == 1 and type(dims[0]) is not int:
+        dims = tuple(dims[0])
+    key = (shp, dims)
+    hit = _perm_cache.get(key)
+    if hit is not None:            # validated before: (perm, out shape) or True for identity
+        return x if hit is True else apply(P.transpose, (x,), (hit[0],), hit[1], x._node.dtype)
+    r = _permute_slow(x, dims)
+    if r is x:
+        _perm_cache[key] = True
+    else:
+        perm = tuple(_norm_dim(d, len(shp), "permute") for d in _shape_arg(dims))
+        _perm_cache[key] = (perm, tuple(shp[d] for d in perm))
+    return r
+
+
+def _permute_slow(x, dims):
+    dims = _shape_arg(dims)
+    nd = len(x._node.shape)
+    if len(dims) != nd:
+        raise ValueError(f"permute: number of dims {len(dims)} doesn't match the tensor's "
+                         f"{nd} dims (shape {tuple(x.shape)})")
+    dims = tuple(_norm_dim(d, nd, "permute") for d in dims)
+    if sorted(dims) != list(range(nd)):
+        raise ValueError(f"permute: dims {dims} are not a permutation of {nd} dims")
+    if dims == tuple(range(nd)):
+        return x
+    shp = x._node.shape
+    return apply(P.transpose, (x,), (dims,), tuple(shp[d] for d in dims), x._node.dtype)
+
+
+def transpose(x, dim0, dim1):
+    nd = len(x._node.shape)
+    if nd == 0:
+        return x
+    a, b = _norm_dim(dim0, nd, "transpose"), _norm_dim(dim1, nd, "transpose")
+    p = list(range(nd))
+    p[a], p[b] = p[b], p[a]
+    return permute(x, tuple(p))
+
+
+def t(x):
+    if x.ndim > 2:
+        raise ValueError(f"t() expects a tensor with <= 2 dimensions, but got {x.ndim}")
+    return transpose(x, 0, 1) if x.ndim == 2 else x
+
+
+def mT(x):
+    if x.ndim < 2:
+        raise ValueError(f"mT: tensor of shape {tuple(x.shape)} has fewer than 2 dimensions")
+    return transpose(x, -2, -1)
+
+
+def T(x):
+    return permute(x, tuple(reversed(range(x.ndim))))
+
+
+def expand(x, *sizes):
+    sizes = _shape_arg(sizes)
+    shp = x._node.shape
+    if len(sizes) < len(shp):
+        raise ValueError(f"expand: the number of sizes provided ({len(sizes)}) must be greater "
+                         f"or equal to the number of dimensions in the tensor ({len(shp)})")
+    lead = len(sizes) - len(shp)
+    if -1 in sizes[:lead]:
+        raise ValueError(f"expand: the expanded size -1 isn't allowed in a leading, new "
+                         f"dimension (sizes {tuple(sizes)}, tensor shape {tuple(shp)})")
+    full = tuple(shp[i - lead] if s == -1 else s for i, s in enumerate(sizes))
+    return broadcast_to(x, full)
+
+
+def expand_as(x, other):
+    return broadcast_to(x, other._node.shape)
+
+
+def repeat(x, *reps):
+    reps = _shape_arg(reps)
+    shp = x._node.shape
+    if len(reps) < len(shp):
+        raise ValueError(f"repeat: number of repeat dims ({len(reps)}) can not be smaller than "
+                         f"the number of dimensions of the tensor ({len(shp)})")
+    shp = (1,) * (len(reps) - len(shp)) + tuple(shp)
+    x = reshape(x, shp)
+    inter = []
+    for s, r in zip(shp, reps):
+        inter += [r, s]
+    y = broadcast_to(reshape(x, tuple(v for s in shp for v in (1, s))), tuple(inter))
+    return reshape(y, tuple(s * r for s, r in zip(shp, reps)))
+
+
+def _slice_prim(x, starts, stops, steps):
+    shape = tuple(builtins.max(0, -(-(e - s) // k)) for s, e, k in zip(starts, stops, steps))
+    return apply(P.slice_, (x,), (tuple(starts), tuple(stops), tuple(steps)), shape,
+                 x._node.dtype)
+
+
+def _pad_prim(x, lo, hi, interior, value):
+    shape = tuple(l_ + h + n + builtins.max(n - 1, 0) * i
+                  for n, l_, h, i in zip(x._node.shape, lo, hi, interior))
+    return apply(P.pad, (x,), (tuple(lo), tuple(hi), tuple(interior), value), shape,
+                 x._node.dtype)
+
+
+def _rev_prim(x, axes):
+    return apply(P.rev, (x,), (tuple(axes),), x._node.shape, x._node.dtype)
+
+
+def narrow(x, dim, start, length):
+    shp = x._node.shape
+    d = _norm_dim(dim, len(shp), "narrow")
+    if start < 0:
+        start += shp[d]
+    if not (0 <= start and start + length <= shp[d] and length >= 0):
+        raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
+                         f"({shp[d]}) of dim {dim} in shape {tuple(shp)}")
+    if start == 0 and length == shp[d]:
+        return x
+    starts = [0] * len(shp)
+    stops = list(shp)
+    starts[d] = start
+    stops[d] = start + length
+    return _slice_prim(x, starts, stops, [1] * len(shp))
+
+
+def flip(x, dims):
+    if isinstance(dims, int):
+        dims = (dims,)
+    nd = len(x._node.shape)
+    axes = tuple(sorted(_norm_dim(d, nd, "flip") for d in dims))
+    return _rev_prim(x, axes) if nd else x
+
+
+def _check_cat(tensors, dim, op):
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise ValueError(f"{op}: expected a non-empty list of tensors")
+    tensors = [as_tensor(t) for t in tensors]
+    return tensors
+
+
+def cat(tensors, dim=0):
+    tensors = _check_cat(tensors, dim, "cat")
+    tensors = [t for t in tensors if not (t.ndim == 1 and t._node.shape[0] == 0)] or tensors[:1]
+    ref = tensors[0]._node.shape
+    nd = len(ref)
+    if nd == 0:
+        raise ValueError("cat: zero-dimensional tensor cannot be concatenated")
+    d = _norm_dim(dim, nd, "cat")
+    dt = tensors[0].dtype
+    for i, t in enumerate(tensors):
+        s = t._node.shape
+        dt = _promote(dt, t.dtype)
+        if len(s) != nd or builtins.any(a != b for j, (a, b) in enumerate(zip(s, ref)) if j != d):
+            raise ValueError(f"cat: sizes of tensors must match except in dimension {d}; "
+                             f"tensor 0 has shape {tuple(ref)} but tensor {i} has shape "
+                             f"{tuple(s)}")
+    if len(tensors) == 1:
+        return tensors[0]
+    tensors = [to_dtype(t, dt) for t in tensors]
+    total = builtins.sum(t._node.shape[d] for t in tensors)
+    shape = ref[:d] + (total,) + ref[d + 1:]
+    return apply(P.concatenate, tuple(tensors), (d,), shape, dt)
+
+
+concat = cat
+
+
+def stack(tensors, dim=0):
+    tensors = _check_cat(tensors, dim, "stack")
+    ref = tensors[0]._node.shape
+    for i, t in enumerate(tensors):
+        if t._node.shape != ref:
+            raise ValueError(f"stack: expects each tensor to be equal size, but got "
+                             f"{tuple(ref)} at entry 0 and {tuple(t.shape)} at entry {i}")
+    d = _norm_dim(dim, len(ref) + 1, "stack")
+    return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+def split(x, split_size_or_sections, dim=0):
+    shp = x._node.shape
+    d = _norm_dim(dim, len(shp), "split")
+    n = shp[d]
+    if isinstance(split_size_or_sections, int):
+        k = split_size_or_sections
+        if k <= 0:
+            raise ValueError(f"split: split_size must be positive, got {k}")
+        sizes = [k] * (n // k) + ([n % k] if n % k else [])
+        if not sizes:
+            sizes = [0]
+    else:
+        sizes = list(split_size_or_sections)
+        if builtins.sum(sizes) != n:
+            raise ValueError(f"split: split_sizes {sizes} don't sum to the size of dim {dim} "
+                             f"({n}) in shape {tuple(shp)}")
+    out, start = [], 0
+    for s in sizes:
+        out.append(narrow(x, d, start, s))
+        start += s
+    return tuple(out)
+
+
+def chunk(x, chunks, dim=0):
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    n = x._node.shape[_norm_dim(dim, x.ndim, "chunk")]
+    k = -(-n // chunks)
+    return split(x, builtins.max(k, 1), dim)
+
+
+def unbind(x, dim=0):
+    d = _norm_dim(dim, x.ndim, "unbind")
+    return tuple(squeeze(narrow(x, d, i, 1), d) for i in range(x._node.shape[d]))
+
+
+def tril(x, diagonal=0):
+    if x.ndim < 2:
+        raise ValueError(f"tril: input tensor must have at least 2 dimensions (got {x.ndim})")
+    return apply(P.tril, (x,), (diagonal,), x._node.shape, x._node.dtype)
+
+
+def triu(x, diagonal=0):
+    if x.ndim < 2:
+        raise ValueError(f"triu: input tensor must have at least 2 dimensions (got {x.ndim})")
+    return apply(P.triu, (x,), (diagonal,), x._node.shape, x._node.dtype)
+
+
+def pad(x, pad, mode="constant", value=0.0):
+    """PyTorch's F.pad: `pad` lists (left, right) pairs starting from the LAST dim."""
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ValueError(f"pad: padding length {len(pad)} must be even and at most twice the "
+                         f"number of dims ({x.ndim})")
+    if mode != "constant":
+        raise NotImplementedError(f"pad: mode {mode!r}; only 'constant' padding is supported")
+    nd = x.ndim
+    lo, hi = [0] * nd, [0] * nd
+    for i in range(len(pad) // 2):
+        lo[nd - 1 - i] = pad[2 * i]
+        hi[nd - 1 - i] = pad[2 * i + 1]
+    # negative padding crops
+    if builtins.any(v < 0 for v in lo + hi):
+        starts = [-builtins.min(v, 0) for v in lo]
+        stops = [s + builtins.min(h, 0) for s, h in zip(x._node.shape, hi)]
+        x = _slice_prim(x, starts, stops, [1] * nd)
+        lo = [builtins.max(v, 0) for v in lo]
+        hi = [builtins.max(v, 0) for v in hi]
+    v = value if x.dtype.kind == "f" else builtins.int(value)
+    return _pad_prim(x, lo, hi, [0] * nd, v)
+
+
+def contiguous(x):
+    return x
+
+
+def clone(x):
+    return mul(x, 1) if x.requires_grad else Tensor(x._node)
