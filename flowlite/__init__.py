@@ -15,21 +15,21 @@ from .dtypes import float as float  # noqa: PLC0414
 from .dtypes import int as int  # noqa: PLC0414
 from .device import device, Device, default_device, set_default_device
 from .tensor import Tensor, Size, tensor, from_numpy, from_jax
-from . import primitives as _primitives  # noqa: F401  (fills the primitive table)
+
 from . import ops as _ops
 from . import tensor_methods as _tensor_methods  # noqa: F401
-from .ops import (zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like,
-                  arange, linspace, eye, cat, concat, stack, where, einsum, matmul, bmm, mm,
-                  maximum, minimum, clamp, clip, split, chunk, unbind, flip, tril, triu,
-                  broadcast_shapes, broadcast_to, gather, scatter, scatter_add, index_select,
-                  masked_fill, take_along_dim, one_hot, nonzero, as_tensor, outer, dot,
-                  exp, log, log1p, expm1, sqrt, rsqrt, sin, cos, tanh, sigmoid, erf, abs, neg,
-                  sign, floor, ceil, round, trunc, square, reciprocal, relu, pow, remainder,
-                  fmod, atan2, sum, mean, prod, amax, amin, max, min, argmax, argmin, var, std,
-                  logsumexp, cumsum, cumprod, norm, all, any, reshape, flatten, unflatten,
-                  squeeze, unsqueeze, permute, transpose, narrow, softmax, log_softmax, isfinite,
-                  isnan, isinf, logical_and, logical_or, logical_xor, logical_not, eq, ne, lt,
-                  le, gt, ge, add, sub, mul, div, floor_divide)
+from .ops import (
+    zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like, arange, linspace,
+    eye, cat, concat, stack, where, einsum, matmul, bmm, mm, maximum, minimum, clamp, clip,
+    split, chunk, unbind, flip, tril, triu, broadcast_shapes, broadcast_to, gather, scatter,
+    scatter_add, index_select, masked_fill, take_along_dim, one_hot, nonzero, as_tensor, outer,
+    dot, abs, neg, sign, floor, ceil, round, trunc, square, reciprocal, relu, pow, remainder,
+    fmod, atan2, sum, mean, prod, amax, amin, max, min, argmax, argmin, var, std, logsumexp,
+    cumsum, cumprod, norm, all, any, reshape, flatten, unflatten, squeeze, unsqueeze, permute,
+    transpose, narrow, softmax, log_softmax, isfinite, isnan, isinf, logical_and, logical_or,
+    logical_xor, logical_not, eq, ne, lt, le, gt, ge, add, sub, mul, div, floor_divide)
+from .ops import FLOAT_UNARY as _FLOAT_UNARY
+globals().update({_n: getattr(_ops, _n) for _n in _FLOAT_UNARY})   # fl.exp, fl.tanh, ...
 from .random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm, rand_like,
                      randn_like, get_rng_state, set_rng_state)
 from .tape import no_grad, enable_grad, set_grad_enabled, is_grad_enabled

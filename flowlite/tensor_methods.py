@@ -55,20 +55,19 @@ def _method(fn):
 
 
 _PLAIN = [
-    "add", "sub", "mul", "div", "floor_divide", "remainder", "fmod", "pow", "maximum", "minimum",
-    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not",
-    "bitwise_not", "neg", "abs", "sign", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin",
-    "cos", "tanh", "sigmoid", "erf", "floor", "ceil", "trunc", "round", "square", "reciprocal",
-    "relu", "isfinite", "isnan", "isinf", "clamp", "clip", "sum", "mean", "amax", "amin", "max",
-    "min", "argmax", "argmin", "prod", "all", "any", "var", "std", "logsumexp", "cumsum",
-    "cumprod", "norm", "reshape", "view", "flatten", "unflatten", "squeeze", "unsqueeze",
-    "permute", "transpose", "t", "expand", "expand_as", "broadcast_to", "repeat", "narrow",
-    "flip", "split", "chunk", "unbind", "tril", "triu", "contiguous", "clone", "gather",
-    "take_along_dim", "scatter", "scatter_add", "index_select", "index_add", "masked_fill",
-    "matmul", "bmm", "mm", "dot", "outer", "softmax", "log_softmax", "atan2", "index_put",
-    "nonzero",
+    "add", "sub", "mul", "div", "floor_divide", "remainder", "fmod", "pow", "maximum",
+    "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
+    "logical_not", "bitwise_not", "neg", "abs", "sign", "floor", "ceil", "trunc", "round",
+    "square", "reciprocal", "relu", "isfinite", "isnan", "isinf", "clamp", "clip", "sum",
+    "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "all", "any", "var",
+    "std", "logsumexp", "cumsum", "cumprod", "norm", "reshape", "view", "flatten", "unflatten",
+    "squeeze", "unsqueeze", "permute", "transpose", "t", "expand", "expand_as", "broadcast_to",
+    "repeat", "narrow", "flip", "split", "chunk", "unbind", "tril", "triu", "contiguous",
+    "clone", "gather", "take_along_dim", "scatter", "scatter_add", "index_select", "index_add",
+    "masked_fill", "matmul", "bmm", "mm", "dot", "outer", "softmax", "log_softmax", "atan2",
+    "index_put", "nonzero",
 ]
-for _name in _PLAIN:
+for _name in _PLAIN + list(F.FLOAT_UNARY):
     setattr(Tensor, _name, _method(getattr(F, _name)))
 
 Tensor.absolute = Tensor.abs
@@ -201,11 +200,13 @@ def _inplace(name, fn):
     return method
 
 
-for _name in ["add", "sub", "mul", "div", "pow", "clamp", "clip", "masked_fill", "neg", "abs",
-              "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "relu", "floor", "ceil",
-              "round", "trunc", "remainder", "fmod", "floor_divide", "scatter", "scatter_add",
-              "index_add", "index_put", "maximum", "minimum", "reciprocal", "square", "sign",
-              "tril", "triu", "logical_not"]:
+_INPLACE = [
+    "add", "sub", "mul", "div", "pow", "clamp", "clip", "masked_fill", "neg", "abs", "relu",
+    "floor", "ceil", "round", "trunc", "remainder", "fmod", "floor_divide", "scatter",
+    "scatter_add", "index_add", "index_put", "maximum", "minimum", "reciprocal", "square",
+    "sign", "tril", "triu", "logical_not",
+]
+for _name in _INPLACE + list(F.FLOAT_UNARY):
     setattr(Tensor, _name + "_", _inplace(_name + "_", getattr(F, _name)))
 
 Tensor.__iadd__ = _inplace("__iadd__", lambda a, b: F._binary(F.P.add, a, b))

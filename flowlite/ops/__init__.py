@@ -12,21 +12,17 @@ from __future__ import annotations
 import sys
 
 from .. import primitives as P  # (the table, as ops.P)
+from . import elementwise
 from ._core import (  # noqa: F401
     _scalar_types, _Node, _SCALAR, _promote, _scalar_result, _CATEGORY,
     _promote_nodes, _BAKED, _const_cache, _scalar, as_tensor, _bcast_cache,
     broadcast_shapes, _binary, _unary, to_dtype, _shape_arg, broadcast_to,
     _take_along_prim, nonzero, _dev, _creation_dtype)
 from .elementwise import (  # noqa: F401
-    add, sub, rsub, _lift, mul, div,
-    rdiv, floor_divide, remainder, fmod, atan2, pow,
-    integer_pow, maximum, minimum, eq, ne, lt,
-    le, gt, ge, _logical, logical_and, logical_or,
-    logical_xor, logical_not, bitwise_not, neg, abs, sign,
-    exp, log, log1p, expm1, sqrt, rsqrt,
-    sin, cos, tanh, sigmoid, erf, floor,
-    ceil, trunc, round, square, reciprocal, relu,
-    isfinite, isnan, isinf, clamp, clip, where)
+    add, sub, rsub, _lift, mul, div, rdiv, floor_divide, remainder, fmod, atan2, pow,
+    integer_pow, maximum, minimum, eq, ne, lt, le, gt, ge, _logical, logical_and, logical_or,
+    logical_xor, logical_not, bitwise_not, neg, abs, sign, floor, ceil, trunc, round, square,
+    reciprocal, relu, isfinite, isnan, isinf, clamp, clip, where, FLOAT_UNARY)
 from .creation import (  # noqa: F401
     full, _size_arg, zeros, ones, empty, zeros_like,
     ones_like, empty_like, full_like, arange, linspace, eye)
@@ -55,5 +51,7 @@ from .linalg import (  # noqa: F401
 from .nn_kernels import (  # noqa: F401
     _conv_raw, _conv_input_grad, _conv_weight_grad, _window_raw, _sum_window_transpose,
     _max_window_grad, _max_window_select, softmax, log_softmax)
+
+globals().update({name: getattr(elementwise, name) for name in FLOAT_UNARY})
 
 P.bind_front_end(sys.modules[__name__])   # the table's VJPs build cotangents with these ops

@@ -172,48 +172,25 @@ def sign(x):
     return x if x.dtype is D.bool_ else _unary(P.sign, x)
 
 
-def exp(x):
-    return _unary(P.exp, x, True)
+# Float math: one line each.  Integer and bool inputs are promoted to the default float
+# first (PyTorch's rule); `flowlite.x`, `Tensor.x` and the in-place `Tensor.x_` follow from
+# this table (see ops/__init__.py).
+FLOAT_UNARY = {
+    "exp": P.exp, "log": P.log, "log1p": P.log1p, "expm1": P.expm1, "sqrt": P.sqrt,
+    "rsqrt": P.rsqrt, "sin": P.sin, "cos": P.cos, "tanh": P.tanh, "sigmoid": P.sigmoid,
+    "erf": P.erf,
+}
 
 
-def log(x):
-    return _unary(P.log, x, True)
+def _float_unary(name, prim):
+    def op(x):
+        return _unary(prim, x, True)
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Elementwise {name} (PyTorch's torch.{name}); integer inputs become float."
+    return op
 
 
-def log1p(x):
-    return _unary(P.log1p, x, True)
-
-
-def expm1(x):
-    return _unary(P.expm1, x, True)
-
-
-def sqrt(x):
-    return _unary(P.sqrt, x, True)
-
-
-def rsqrt(x):
-    return _unary(P.rsqrt, x, True)
-
-
-def sin(x):
-    return _unary(P.sin, x, True)
-
-
-def cos(x):
-    return _unary(P.cos, x, True)
-
-
-def tanh(x):
-    return _unary(P.tanh, x, True)
-
-
-def sigmoid(x):
-    return _unary(P.sigmoid, x, True)
-
-
-def erf(x):
-    return _unary(P.erf, x, True)
+globals().update({name: _float_unary(name, p) for name, p in FLOAT_UNARY.items()})
 
 
 def floor(x):
