@@ -38,49 +38,85 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
     roots: tensors; grads: matching cotangent tensors.  If `inputs` is given,
     returns the gradient for each (and writes no .grad unless accumulate).
     """
-    # Collect GradFns reachable from the roots, with dependency counts.
-    pending = {}   # fn -> accumulated cotangent
-    deps = {}
-    root_edges = []
+    root_edges = _root_edges(roots, grads)
+    if rec_outs is None:
+        _check_mid_step_syncs(root_edges)
+        if inputs is None and not create_graph and len(root_edges) == 1:
+            done = _try_template(root_edges[0][0], roots, grads, retain_graph)
+            if done:
+                return None
+    target_ids = _target_ids(inputs) if inputs is not None else None
+    deps = _dependency_counts(root_edges)
+    # grad(): run only the VJPs on a path to a requested input
+    useful = _on_paths_to(root_edges, target_ids) if target_ids is not None else None
+    captured = _execute(root_edges, deps, target_ids, useful, retain_graph, create_graph,
+                        accumulate, rec_outs)
+    if inputs is None:
+        return None
+    result = []
+    for i in range(len(inputs)):
+        g = captured.get(i)
+        if g is None and not allow_unused:
+            raise RuntimeError(f"grad: input {i} was not used in the graph of the outputs "
+                               "(pass allow_unused=True to get None)")
+        result.append(g)
+    return result
+
+
+def _root_edges(roots, grads):
+    out = []
     for t, g in zip(roots, grads):
         e = t._edge
         if e is None:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a "
                                "grad_fn")
-        root_edges.append((e, g))
-    if rec_outs is None:
-        _check_mid_step_syncs(root_edges)
-    recording = None
-    if inputs is None and not create_graph and len(root_edges) == 1 and rec_outs is None:
-        if _templates.enabled[0] and not _templates.rules_must_run():
-            info = _templates.tape_key(root_edges[0][0], grads[0]._node, GradFn)
-            if info is not None:
-                key, t_edges, t_env, _ = info
-                recording = _templates.lookup(key)
-                if type(recording) is _templates._Template:
-                    _templates.emit(recording, t_env, t_edges, Tensor)
-                    if not retain_graph:
-                        for e in t_edges:
-                            if type(e) is GradFn:
-                                e.inputs = None
-                    return None
-    if recording is not None:
-        return _record_backward(recording, key, t_env, t_edges, roots, grads, retain_graph)
-    target_ids = None
-    captured = {}
-    if inputs is not None:
-        target_ids = {}
-        for i, t in enumerate(inputs):
-            if t._edge is None:
-                raise RuntimeError(f"grad: input {i} does not require grad")
-            target_ids.setdefault(id(t._edge), []).append(i)
-    order_seen = set()
+        out.append((e, g))
+    return out
+
+
+def _try_template(root, roots, grads, retain_graph) -> bool:
+    """The template fast path of a plain `loss.backward()`: re-emit a known tape's backward
+    nodes, or record this pass's rules as a template candidate.  True when done."""
+    if not _templates.enabled[0] or _templates.rules_must_run():
+        return False
+    info = _templates.tape_key(root, grads[0]._node, GradFn)
+    if info is None:
+        return False
+    key, t_edges, t_env, _ = info
+    recording = _templates.lookup(key)
+    if recording is None:
+        return False
+    if type(recording) is _templates._Template:
+        _templates.emit(recording, t_env, t_edges, Tensor)
+        if not retain_graph:
+            for e in t_edges:
+                if type(e) is GradFn:
+                    e.inputs = None
+    else:
+        _record_backward(recording, key, t_env, t_edges, roots, grads, retain_graph)
+    return True
+
+
+def _target_ids(inputs):
+    """id(edge) -> the positions in `inputs` whose gradient that edge's cotangent is."""
+    target_ids = {}
+    for i, t in enumerate(inputs):
+        if t._edge is None:
+            raise RuntimeError(f"grad: input {i} does not require grad")
+        target_ids.setdefault(id(t._edge), []).append(i)
+    return target_ids
+
+
+def _dependency_counts(root_edges):
+    """id(edge) -> how many GradFns reachable from the roots lead into it."""
+    deps = {}
+    seen = set()
     stack = [e for e, _ in root_edges]
     while stack:
         e = stack.pop()
-        if id(e) in order_seen:
+        if id(e) in seen:
             continue
-        order_seen.add(id(e))
+        seen.add(id(e))
         if isinstance(e, GradFn):
             if e.inputs is None:
                 raise RuntimeError(
@@ -91,44 +127,51 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
                 if p is not None:
                     deps[id(p)] = deps.get(id(p), 0) + 1
                     stack.append(p)
-    # grad(): run only the VJPs on a path to a requested input (a requested non-leaf
-    # tensor's own GradFn captures its cotangent but need not run).
-    useful = None
-    if target_ids is not None:
-        useful = set()
-        memo = {}
-        stack = [e for e, _ in root_edges]
-        seen2 = set()
-        while stack:                      # iterative post-order: no recursion limit
-            e = stack[-1]
-            k = id(e)
-            if k in seen2:
-                stack.pop()
-                if k not in memo:
-                    r = False
-                    if isinstance(e, GradFn):
-                        for p in e.edges:
-                            if p is not None and (id(p) in target_ids or memo.get(id(p))):
-                                r = True
-                    memo[k] = r
-                    if r:
-                        useful.add(k)
-                continue
-            seen2.add(k)
-            if isinstance(e, GradFn):
-                for p in e.edges:
-                    if p is not None and id(p) not in seen2:
-                        stack.append(p)
+    return deps
 
+
+def _on_paths_to(root_edges, target_ids):
+    """ids of the GradFns on a path to a requested input (a requested non-leaf tensor's own
+    GradFn captures its cotangent but need not run)."""
+    useful = set()
+    memo = {}
+    stack = [e for e, _ in root_edges]
+    seen = set()
+    while stack:                      # iterative post-order: no recursion limit
+        e = stack[-1]
+        k = id(e)
+        if k in seen:
+            stack.pop()
+            if k not in memo:
+                r = False
+                if isinstance(e, GradFn):
+                    for p in e.edges:
+                        if p is not None and (id(p) in target_ids or memo.get(id(p))):
+                            r = True
+                memo[k] = r
+                if r:
+                    useful.add(k)
+            continue
+        seen.add(k)
+        if isinstance(e, GradFn):
+            for p in e.edges:
+                if p is not None and id(p) not in seen:
+                    stack.append(p)
+    return useful
+
+
+def _execute(root_edges, deps, target_ids, useful, retain_graph, create_graph, accumulate,
+             rec_outs):
+    """Run the VJPs in reverse topological order; returns the captured input cotangents."""
+    pending = {}   # id(edge) -> accumulated cotangent
+    captured = {}
     prev = is_grad_enabled()
     prev_bw = _state.in_backward
     set_grad_enabled(create_graph)
     _state.in_backward = True
     try:
-        ready = []
         for e, g in root_edges:
             pending[id(e)] = _accumulate(pending.get(id(e)), g)
-        objs = {id(e): e for e, _ in root_edges}
         ready = [e for e, _ in root_edges if deps.get(id(e), 0) == 0]
         done = set()
         while ready:
@@ -144,14 +187,8 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
             if isinstance(e, AccumulateGrad):
                 if rec_outs is not None and g is not None:
                     rec_outs.append((e, g._node))
-                if target_ids is None or accumulate:
-                    t = e.tensor_ref()
-                    if t is not None and g is not None and target_ids is None:
-                        if rec_outs is not None:
-                            with _recorder_paused():
-                                _accumulate_leaf(t, g, create_graph)
-                        else:
-                            _accumulate_leaf(t, g, create_graph)
+                if target_ids is None and g is not None:
+                    _to_leaf(e, g, create_graph, rec_outs)
                 continue
             if e.retain is not None and g is not None and not isinstance(g, _TupleCotangent):
                 t = e.retain()
@@ -171,23 +208,24 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
                     gi = grads_in[i]
                     if gi is not None:
                         pending[pk] = _accumulate(pending.get(pk), gi)
-                objs[pk] = p
                 deps[pk] -= 1
                 if deps[pk] == 0:
                     ready.append(p)
     finally:
         set_grad_enabled(prev)
         _state.in_backward = prev_bw
-    if inputs is not None:
-        result = []
-        for i, t in enumerate(inputs):
-            g = captured.get(i)
-            if g is None and not allow_unused:
-                raise RuntimeError(f"grad: input {i} was not used in the graph of the outputs "
-                                   "(pass allow_unused=True to get None)")
-            result.append(g)
-        return result
-    return None
+    return captured
+
+
+def _to_leaf(e, g, create_graph, rec_outs):
+    t = e.tensor_ref()
+    if t is None:
+        return
+    if rec_outs is not None:
+        with _recorder_paused():
+            _accumulate_leaf(t, g, create_graph)
+    else:
+        _accumulate_leaf(t, g, create_graph)
 
 
 def _record_backward(recording, key, env, edges, roots, grads, retain_graph):

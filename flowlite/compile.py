@@ -19,6 +19,10 @@ Replay is the hot path of a training loop, so everything that doesn't change
 between calls is worked out once per plan (`_prepare`), and a call first
 checks its guards against the plan it replayed last (`_fast_guard`) before
 building the full signature.
+
+Layer: above the tensor — imports ir, runtime, executor, metrics, device and tensor; nn
+registers its Module guard (`register_guard`) and optimizers answer
+`_hyperparams_from_group()`, so nothing here imports nn or optim.
 """
 from __future__ import annotations
 
@@ -282,84 +286,38 @@ class CompiledFunction:
     def _analyse(self, rec, flat, arg_nodes, state_start, result, prev):
         info = {"persistent": [], "exe": None, "scalars": None, "const_ids": None, "plan": None,
                 "rng_delta": rec.rng[1]}
-        rng_start = rec.rng[0]
         if len(rec.events) != 1:
             return info
         exe, leaves, scalars, roots, owners, donate = rec.events[0]
         # persistent tensors: owners of outputs that survive the call
-        persistent = []
-        for r in roots:
-            for t in owners.get(id(r), ()):
-                persistent.append(weakref.ref(t))
-        info["persistent"] = persistent
+        info["persistent"] = [weakref.ref(t) for r in roots for t in owners.get(id(r), ())]
         info["exe"] = exe
         info["scalars"] = tuple((s.site is None, s.value if s.site is None else None)
                                 for s in scalars)
-        arg_index = {}
-        for i, n in enumerate(arg_nodes):
-            if n is not None:
-                arg_index.setdefault(id(n), i)
-        sources = []
-        const_ids = []
-        for leaf in leaves:
-            k = id(leaf)
-            if k in arg_index:
-                sources.append(("arg", arg_index[k]))
-            elif k in state_start:
-                sources.append(("state", weakref.ref(state_start[k])))
-            else:
-                sources.append(("const", leaf))
-                const_ids.append(k)
-        info["const_ids"] = tuple(const_ids)
+        sources = _leaf_sources(leaves, arg_nodes, state_start)
+        info["const_ids"] = tuple(id(s[1]) for s in sources if s[0] == "const")
         info["leaf_refs"] = [weakref.ref(leaf) for leaf in leaves]
         if prev is None:
             return info
         # the outputs: which persistent tensors are rebound, which grads set, what is returned
-        prev_objs = {id(r()) for r in prev["persistent"] if r() is not None}
-        root_targets = []
-        grad_targets = []
-        for j, r in enumerate(roots):
-            tgt = []
-            for t in owners.get(id(r), ()):
-                if id(t) in prev_objs:
-                    tgt.append(weakref.ref(t))
-            root_targets.append(tgt)
-        root_index = {id(r): j for j, r in enumerate(roots)}
-        for r in prev["persistent"]:
-            p = r()
-            if p is not None and isinstance(p.grad, Tensor) and id(p.grad._node) in root_index:
-                grad_targets.append((weakref.ref(p), root_index[id(p.grad._node)]))
-        ret_flat, ret_tree = jax.tree_util.tree_flatten(
-            result, is_leaf=lambda x: isinstance(x, Tensor))
-        ret_roots = []
-        for v in ret_flat:
-            if isinstance(v, Tensor):
-                j = root_index.get(id(v._node))
-                if j is None:
-                    if v._node.op is _DATA and any(s[0] == "const" and s[1] is v._node
-                                                   for s in sources):
-                        ret_roots.append(("const", v._node))
-                        continue
-                    if not self._warned_return:
-                        self._warned_return = True
-                        warnings.warn(
-                            f"flowlite.compile({getattr(self.fn, '__name__', 'fn')}): the "
-                            "function returns a tensor computed after its last sync, so each "
-                            "call needs a second executable and can't be replayed. Compute "
-                            "returned values before opt.step()/flowlite.sync().", stacklevel=4)
-                    return info   # returns something the executable doesn't produce
-                ret_roots.append(("root", j))
-            else:
-                ret_roots.append(("py", v))
-        for s in sources:
-            if s[0] == "state":
-                t = s[1]()
-                if t is None:
-                    return info
+        root_targets, grad_targets = _output_targets(roots, owners, prev)
+        ret_tree, ret_roots = _returned(result, roots, sources)
+        if ret_roots is None:     # returns something the executable doesn't produce
+            if not self._warned_return:
+                self._warned_return = True
+                warnings.warn(
+                    f"flowlite.compile({getattr(self.fn, '__name__', 'fn')}): the "
+                    "function returns a tensor computed after its last sync, so each "
+                    "call needs a second executable and can't be replayed. Compute "
+                    "returned values before opt.step()/flowlite.sync().", stacklevel=4)
+            return info
+        if any(s[0] == "state" and s[1]() is None for s in sources):
+            return info
         plan = _Plan()
         plan.exe = exe
         plan.sources = sources
         plan.scalar_dtypes = [s.dtype for s in scalars]
+        rng_start = rec.rng[0]
         plan.scalar_src = [("v", s.value) if s.site is None else
                            ("rng", s.site[1] - rng_start) if s.site[0] == "rng" else
                            ("hp",) + s.site[1:] + (_opt_key(s.site),) for s in scalars]
@@ -387,33 +345,11 @@ class CompiledFunction:
     def _replay(self, plan, flat, synced=False):
         if not plan.replayable:
             return _FALLBACK
-        args = [None] * plan.n_args
-        for i, k, esig in plan.arg_srcs:
-            n = flat[k]._node
-            if n.sig != esig:
-                return self._pending_input(plan, flat, n, synced)
-            args[i] = n.value
-        getrc = _getrefcount
-        for i, ref, esig, donated in plan.state_srcs:
-            t = ref()
-            if t is None:
+        args = _replay_args(plan, flat)
+        if type(args) is not list:            # a fallback, or an input that isn't data yet
+            if args is _FALLBACK:
                 return _FALLBACK
-            n = t._node
-            if n.sig != esig:                 # pending, or another shape/dtype
-                return self._pending_input(plan, flat, n, synced)
-            v = n.value
-            # a donated buffer must be reachable only through its owner tensor, which gets
-            # rebound: references are t._node, `n`, getrefcount's argument (and for the
-            # array: n.value, `v`, the argument)
-            if donated and (getrc(n) != 3 or getrc(v) != 3):
-                return _FALLBACK
-            args[i] = v
-        for i, node in plan.const_srcs:
-            args[i] = node.value
-        for owner, node in plan.const_owners:
-            t = owner()
-            if t is not None and t._node is not node:
-                return _FALLBACK
+            return self._pending_input(plan, flat, args, synced)
         rng_base = rt.rng_draws
         if plan.scalar_vals is not None:
             pack = _scalar_pack(plan, rng_base)
@@ -428,44 +364,7 @@ class CompiledFunction:
         C["cache_hits"] += 1
         C["replays"] += 1
         self.replays += 1
-        make = _data_node
-        # outputs rebinding one tensor: its old node, when nothing else can reach it (t._node,
-        # `n`, getrefcount's argument), takes the new value in place of a new node
-        for j, tref, esig, device, shape, dtype in plan.out_state:
-            t = tref()
-            if t is not None:
-                n = t._node
-                if n.sig == esig and n.device is device and getrc(n) == 3:
-                    n.value = outs[j]
-                else:
-                    t._node = make(outs[j], shape, dtype, device, esig)
-        new_nodes = {}
-        for j, targets, esig, device, shape, dtype in plan.out_general:
-            node = new_nodes[j] = make(outs[j], shape, dtype, device, esig)
-            for r in targets:
-                t = r()
-                if t is not None:
-                    t._node = node
-        # gradients: the traced body gives .grad a new tensor each call; keeping the old
-        # tensor and node is the same when nothing else holds either (p.grad / g._node,
-        # `g` / `n`, getrefcount's argument)
-        for j, pref, esig, device, shape, dtype in plan.out_grad:
-            p = pref()
-            if p is not None:
-                g = p.grad
-                if isinstance(g, Tensor) and getrc(g) == 3:
-                    n = g._node
-                    if n.sig == esig and n.device is device and getrc(n) == 3:
-                        n.value = outs[j]
-                        continue
-                p.grad = Tensor(make(outs[j], shape, dtype, device, esig))
-        for r, j in plan.grad_general:
-            p = r()
-            if p is not None:
-                if isinstance(p.grad, Tensor):
-                    p.grad._node = new_nodes[j]
-                else:
-                    p.grad = Tensor(new_nodes[j])
+        new_nodes = _rebind_replayed(plan, outs)
         if plan.ret_leaf is not None:
             return Tensor(new_nodes[plan.ret_leaf])
         ret = []
@@ -606,6 +505,138 @@ def _prepare(plan):
             and plan.ret_roots[0][0] == "root":
         plan.ret_leaf = plan.ret_roots[0][1]
 
+
+
+
+def _replay_args(plan, flat):
+    """The executable's arguments for this call: a list, _FALLBACK, or the node of an
+    input that isn't data of the recorded shape/dtype (it must run first)."""
+    args = [None] * plan.n_args
+    for i, k, esig in plan.arg_srcs:
+        n = flat[k]._node
+        if n.sig != esig:
+            return n
+        args[i] = n.value
+    getrc = _getrefcount
+    for i, ref, esig, donated in plan.state_srcs:
+        t = ref()
+        if t is None:
+            return _FALLBACK
+        n = t._node
+        if n.sig != esig:                 # pending, or another shape/dtype
+            return n
+        v = n.value
+        # a donated buffer must be reachable only through its owner tensor, which gets
+        # rebound: references are t._node, `n`, getrefcount's argument (and for the
+        # array: n.value, `v`, the argument)
+        if donated and (getrc(n) != 3 or getrc(v) != 3):
+            return _FALLBACK
+        args[i] = v
+    for i, node in plan.const_srcs:
+        args[i] = node.value
+    for owner, node in plan.const_owners:
+        t = owner()
+        if t is not None and t._node is not node:
+            return _FALLBACK
+    return args
+
+
+def _rebind_replayed(plan, outs):
+    """Point the persistent tensors and .grads at this call's outputs; returns the new
+    nodes of the outputs more than one holder (or the return value) shares."""
+    getrc = _getrefcount
+    make = _data_node
+    # outputs rebinding one tensor: its old node, when nothing else can reach it (t._node,
+    # `n`, getrefcount's argument), takes the new value in place of a new node
+    for j, tref, esig, device, shape, dtype in plan.out_state:
+        t = tref()
+        if t is not None:
+            n = t._node
+            if n.sig == esig and n.device is device and getrc(n) == 3:
+                n.value = outs[j]
+            else:
+                t._node = make(outs[j], shape, dtype, device, esig)
+    new_nodes = {}
+    for j, targets, esig, device, shape, dtype in plan.out_general:
+        node = new_nodes[j] = make(outs[j], shape, dtype, device, esig)
+        for r in targets:
+            t = r()
+            if t is not None:
+                t._node = node
+    # gradients: the traced body gives .grad a new tensor each call; keeping the old
+    # tensor and node is the same when nothing else holds either (p.grad / g._node,
+    # `g` / `n`, getrefcount's argument)
+    for j, pref, esig, device, shape, dtype in plan.out_grad:
+        p = pref()
+        if p is not None:
+            g = p.grad
+            if isinstance(g, Tensor) and getrc(g) == 3:
+                n = g._node
+                if n.sig == esig and n.device is device and getrc(n) == 3:
+                    n.value = outs[j]
+                    continue
+            p.grad = Tensor(make(outs[j], shape, dtype, device, esig))
+    for r, j in plan.grad_general:
+        p = r()
+        if p is not None:
+            if isinstance(p.grad, Tensor):
+                p.grad._node = new_nodes[j]
+            else:
+                p.grad = Tensor(new_nodes[j])
+    return new_nodes
+
+def _leaf_sources(leaves, arg_nodes, state_start):
+    """Where each executable input comes from: ("arg", i) a function argument, ("state",
+    ref) a persistent tensor, ("const", node) anything else (fixed across calls)."""
+    arg_index = {}
+    for i, n in enumerate(arg_nodes):
+        if n is not None:
+            arg_index.setdefault(id(n), i)
+    sources = []
+    for leaf in leaves:
+        k = id(leaf)
+        if k in arg_index:
+            sources.append(("arg", arg_index[k]))
+        elif k in state_start:
+            sources.append(("state", weakref.ref(state_start[k])))
+        else:
+            sources.append(("const", leaf))
+    return sources
+
+
+def _output_targets(roots, owners, prev):
+    """Per output, the persistent tensors it rebinds; and the (param, output) .grad pairs."""
+    prev_objs = {id(r()) for r in prev["persistent"] if r() is not None}
+    root_targets = [[weakref.ref(t) for t in owners.get(id(r), ()) if id(t) in prev_objs]
+                    for r in roots]
+    root_index = {id(r): j for j, r in enumerate(roots)}
+    grad_targets = []
+    for r in prev["persistent"]:
+        p = r()
+        if p is not None and isinstance(p.grad, Tensor) and id(p.grad._node) in root_index:
+            grad_targets.append((weakref.ref(p), root_index[id(p.grad._node)]))
+    return root_targets, grad_targets
+
+
+def _returned(result, roots, sources):
+    """(treedef, per returned leaf ("root", j) | ("const", node) | ("py", value)); the list
+    is None when the function returns a tensor the executable doesn't produce."""
+    ret_flat, ret_tree = jax.tree_util.tree_flatten(
+        result, is_leaf=lambda x: isinstance(x, Tensor))
+    root_index = {id(r): j for j, r in enumerate(roots)}
+    ret_roots = []
+    for v in ret_flat:
+        if not isinstance(v, Tensor):
+            ret_roots.append(("py", v))
+            continue
+        j = root_index.get(id(v._node))
+        if j is not None:
+            ret_roots.append(("root", j))
+        elif v._node.op is _DATA and any(s[0] == "const" and s[1] is v._node for s in sources):
+            ret_roots.append(("const", v._node))
+        else:
+            return ret_tree, None
+    return ret_tree, ret_roots
 
 def _hp_cacheable(opt):
     """An optimizer whose hyper-parameters derive from its param group alone says so

@@ -6,6 +6,9 @@ program stored in the node's attributes.  Tensors the body reads from outside
 (weights, constants) become extra inputs.  The VJP is another scan, running in
 reverse: each step replays the body program on the saved carry and applies
 flowlite's own tape to it.
+
+Layer: above the op front end — imports dtypes, ir, runtime, primitives, ops, tensor and
+autograd (a scan's backward runs the engine on the body).
 """
 from __future__ import annotations
 

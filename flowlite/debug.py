@@ -22,22 +22,32 @@ from .tensor import Tensor
 
 # ---- switches read by the tracer: `rt.debug_on` is the one flag checked per op ---------------
 flags = rt.flags
-RECOMPILE_WARN_AFTER = [3]      # warn once a site has recompiled more than N times
-GRAPH_SIZE_WARN = [200_000]     # pending tensors without a sync before the guard warns
+
+
+class _Watch:
+    """What the debug layer keeps between calls."""
+    recompile_warn_after = 3     # warn once a site has recompiled more than N times
+    graph_size_warn = 200_000    # pending tensors without a sync before the guard warns
+    auto_track_until = 0         # execution count after which automatic site tracking stops
+    graph_start = None           # the user line where the current pending graph began
+    graph_warned = False
+
+
+_watch = _Watch()
 
 
 def set_recompile_warning_threshold(n: int) -> None:
-    RECOMPILE_WARN_AFTER[0] = int(n)
+    _watch.recompile_warn_after = int(n)
 
 
 def set_graph_size_threshold(n: int) -> None:
-    GRAPH_SIZE_WARN[0] = int(n)
+    _watch.graph_size_warn = int(n)
 
 
 def track_sites(on: bool = True) -> None:
     """Record the user's source line for every op (costs ~1 µs per op)."""
     flags["track_sites"] = bool(on)
-    _auto_track[0] = 0
+    _watch.auto_track_until = 0
     _sync_tracer_flags()
 
 
@@ -93,7 +103,6 @@ def _diff(old, new, limit=6):
     if len(oi) != len(ni):
         out.append(f"number of inputs {len(oi)} -> {len(ni)}")
     on, nn = old["nodes"], new["nodes"]
-    import difflib
     # align on op names, then report what differs inside aligned ops (shape/dtype/attrs)
     sm = difflib.SequenceMatcher(a=[x[0] for x in on], b=[x[0] for x in nn], autojunk=False)
     for tag, i1, i2, j1, j2 in sm.get_opcodes():
@@ -157,13 +166,13 @@ def on_compile(cause, order, leaves, scalars, roots, exe=None):
         text = f"recompile #{n} at {site}: " + "; ".join(changes)
         _explanations.append(text)
         del _explanations[:-50]
-        if not flags["track_sites"] or _auto_track[0]:
+        if not flags["track_sites"] or _watch.auto_track_until:
             # record source lines for a while, so the next explanation can name them; the
             # tracking (~1 µs per op) switches itself off after 50 executions without a compile
             if not flags["track_sites"]:
                 track_sites(True)
-            _auto_track[0] = metrics._C["executions"] + 50
-        if n > RECOMPILE_WARN_AFTER[0] and site not in _warned_sites:
+            _watch.auto_track_until = metrics._C["executions"] + 50
+        if n > _watch.recompile_warn_after and site not in _warned_sites:
             _warned_sites.add(site)
             warnings.warn(f"flowlite: {site} has recompiled {n} times. Last change: "
                           + "; ".join(changes) + ". Keep shapes/dtypes fixed (pad or drop the "
@@ -172,13 +181,12 @@ def on_compile(cause, order, leaves, scalars, roots, exe=None):
     del history[:-8]
 
 
-_auto_track = [0]   # execution count after which automatic site tracking switches off
 
 
 def on_run(cause, exe) -> None:
     """Every execution: remember which programs ran at which site (for later diffs)."""
-    if _auto_track[0] and metrics._C["executions"] > _auto_track[0]:
-        _auto_track[0] = 0
+    if _watch.auto_track_until and metrics._C["executions"] > _watch.auto_track_until:
+        _watch.auto_track_until = 0
         track_sites(False)
     h = _site_graphs.get(cause)
     summ = exe.summary
@@ -240,20 +248,18 @@ def check_implicit_sync(cause: str) -> None:
                            "strict block.")
 
 
-_graph_start = [None]
-_graph_warned = [False]
 
 
 def on_first_pending(site: str) -> None:
-    _graph_start[0] = site
-    _graph_warned[0] = False
+    _watch.graph_start = site
+    _watch.graph_warned = False
 
 
 def check_graph_size(n_pending: int) -> None:
-    if n_pending >= GRAPH_SIZE_WARN[0] and not _graph_warned[0]:
-        _graph_warned[0] = True
+    if n_pending >= _watch.graph_size_warn and not _watch.graph_warned:
+        _watch.graph_warned = True
         warnings.warn(f"flowlite: {n_pending} tensors recorded without a sync; the graph "
-                      f"started at {_graph_start[0]}. A missing barrier (opt.step(), "
+                      f"started at {_watch.graph_start}. A missing barrier (opt.step(), "
                       "flowlite.sync()) makes the graph grow without bound.", stacklevel=4)
 
 

@@ -1,4 +1,7 @@
-"""Devices: thin, interned wrappers over jax devices (PyTorch-style names)."""
+"""Devices: thin, interned wrappers over jax devices (PyTorch-style names).
+
+Layer: facts — imports jax only.
+"""
 from __future__ import annotations
 
 import jax

@@ -11,6 +11,8 @@ key.
     fl.distributed.data_parallel(model, mesh)         # replicate parameters/buffers
     opt = optim.AdamW(model.parameters())             # state follows the parameters
     loader = DataLoader(ds, batch_size=64, device=mesh.device)   # batches split on "data"
+
+Layer: above the tensor — imports ir, executor, mesh and tensor.
 """
 from __future__ import annotations
 

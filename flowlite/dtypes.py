@@ -4,6 +4,8 @@ A `DType` is interned (one object per dtype) so IR signatures compare and hash
 by identity.  64-bit types follow JAX's x64 switch: with x64 off (JAX's
 default) `int64` tensors are stored as int32 and `float64` as float32 — the
 same documented mapping JAX itself applies.
+
+Layer: facts — imports jax, ml_dtypes and numpy only.
 """
 from __future__ import annotations
 

@@ -297,7 +297,7 @@ def _run(roots, device, cause, owners=None):
     t2 = time.perf_counter()
     del args
     for r, v, sig in zip(roots, outs, st.out_sigs):
-        # Node.materialize, inlined: this runs for every output of every step
+        # each output becomes a data leaf (inline: this runs for every output of every step)
         r.op = _DATA
         r.inputs = ()
         r.attrs = ()

@@ -1,5 +1,7 @@
 """The lazy IR: immutable nodes with an interned structural signature.
 
+Layer: ir — imports nothing of flowlite.
+
 A `Node` is one recorded operation (or a leaf holding device data / a host
 scalar).  Its *signature* — primitive, static attributes, shape, dtype, number
 of inputs — is interned at construction into a small integer `sig`, so the
@@ -24,11 +26,27 @@ def intern_sig(sig: tuple) -> int:
     return s
 
 
+class Size(tuple):
+    """Shape tuple (PyTorch's torch.Size)."""
+    __slots__ = ()
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __repr__(self):
+        return f"flowlite.Size({list(self)})"
+
+
 class Prim:
     """One primitive: a lowering to jax and a VJP written in flowlite ops.
 
-    lower(attrs, *jax_values) -> jax value (or tuple for multi-output prims)
-    vjp(ctx, g) -> tuple of cotangents (flowlite Tensors or None) per input
+    lower(attrs, *jax_values) -> jax value (a tuple for multi-output prims)
+    vjp(attrs, inputs, output, cotangent) -> one cotangent per input (a flowlite Tensor or
+        None); inputs/output are the saved values as Tensors, cotangent a Tensor (a list
+        with one entry per output, None for zero, for multi-output prims)
     """
     __slots__ = ("name", "lower", "vjp", "multi", "nondiff", "inplace", "__weakref__")
 
@@ -51,7 +69,7 @@ class Node:
     """One IR node.  `op is DATA` marks a materialised value (`value` is a
     jax.Array); `op is SCALAR` a host Python scalar passed in as data."""
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "device", "sig", "value",
-                 "site", "mark", "__weakref__")
+                 "site", "mark", "size", "__weakref__")
 
     def __init__(self, op, inputs, attrs, shape, dtype, device, value=None):
         self.op = op
@@ -63,19 +81,8 @@ class Node:
         self.value = value
         self.site = None
         self.mark = 0       # the executor's walk numbering (see executor._walk_marked)
+        self.size = None    # `shape` as a Size, made on the first Tensor.shape read
         self.sig = intern_sig((op, attrs, shape, dtype, len(inputs)))
-
-    @property
-    def is_data(self) -> bool:
-        return self.op is DATA
-
-    def materialize(self, value, sig=None) -> None:
-        """Turn a computed node into a data leaf; its upstream graph is released."""
-        self.op = DATA
-        self.inputs = ()
-        self.attrs = ()
-        self.value = value
-        self.sig = sig or intern_sig((DATA, (), self.shape, self.dtype, 0))
 
     def __repr__(self):
         return f"Node({self.op.name}, shape={self.shape}, dtype={self.dtype.name})"
@@ -102,6 +109,7 @@ def node_with_sig(op, inputs, attrs, shape, dtype, device, sig, value=None) -> N
     n.value = value
     n.site = None
     n.mark = 0
+    n.size = None
     n.sig = sig
     return n
 

@@ -9,6 +9,8 @@ executable with the donated leaf buffers marked.
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import time
 
 import jax
@@ -98,19 +100,17 @@ def _release_compile_memory():
     """XLA's compiler frees hundreds of MB of scratch when it is done, but glibc keeps the
     freed pages mapped, so the process would carry a compile's peak for the rest of a run.
     Hand them back to the OS (a few ms, once per compile; a no-op off glibc)."""
-    trim = _malloc_trim[0]
-    if trim is None:
-        try:
-            import ctypes
-            trim = ctypes.CDLL("libc.so.6").malloc_trim
-        except (OSError, AttributeError):
-            trim = False
-        _malloc_trim[0] = trim
+    trim = _malloc_trim()
     if trim:
         trim(0)
 
 
-_malloc_trim = [None]
+@functools.cache
+def _malloc_trim():
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
 
 
 def _output_order(partners, donate):

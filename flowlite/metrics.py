@@ -31,7 +31,7 @@ def reset() -> None:
         _C[k] = 0.0 if k.endswith("_s") else 0
     _sync_causes.clear()
     _compile_log.clear()
-    _last_end[0] = None
+    _timing.last_end = None
     for hook in rt.on_reset:
         hook()
 
@@ -74,11 +74,10 @@ def note_sync(cause: str) -> None:
 def note_compile(seconds: float, n_nodes: int, n_inputs: int, n_outputs: int, cause: str) -> None:
     _C["compiles"] += 1
     _C["compile_s"] += seconds
-    _compile_pending[0] += seconds
+    _timing.compile_pending += seconds
     _compile_log.append((cause, n_nodes, n_inputs, n_outputs, seconds))
 
 
-_last_end = [None]
 last_sync = [0.0, 0.0, 0.0, 0]   # start, executable ready, dispatched, nodes: of the last sync
 
 
@@ -86,15 +85,20 @@ def note_execution(t0: float, t1: float, t2: float) -> None:
     """t0: sync start, t1: executable ready, t2: dispatched.  Host time between
     the previous execution and this sync counts as tracing (recording ops)."""
     _C["executions"] += 1
-    if _last_end[0] is not None and t0 > _last_end[0]:
-        _C["trace_s"] += t0 - _last_end[0]
-    _C["sync_s"] += (t1 - t0) - (_compile_pending[0])
-    _compile_pending[0] = 0.0
+    if _timing.last_end is not None and t0 > _timing.last_end:
+        _C["trace_s"] += t0 - _timing.last_end
+    _C["sync_s"] += (t1 - t0) - (_timing.compile_pending)
+    _timing.compile_pending = 0.0
     _C["execute_s"] += t2 - t1
-    _last_end[0] = t2
+    _timing.last_end = t2
 
 
-_compile_pending = [0.0]
+
+
+class _timing:
+    last_end = None          # when the previous execution was dispatched (tracing starts)
+    compile_pending = 0.0    # compile seconds of the sync in progress (not graph-walk time)
+
 report_sections: list = []    # () -> (title, lines): sections other layers add to report()
 
 

@@ -1,4 +1,7 @@
-"""PyTorch-style `repr` for tensors (it reads the value: a sync)."""
+"""PyTorch-style `repr` for tensors (it reads the value: a sync).
+
+Layer: formatting — imports dtypes only (the tensor layer calls it for repr).
+"""
 from __future__ import annotations
 
 import numpy as np

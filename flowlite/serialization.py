@@ -39,6 +39,8 @@ directory, flushed and fsync'ed, renamed over the target with `os.replace`, and
 the directory is fsync'ed — a crash at any point leaves either the previous
 checkpoint or the new one, never a mix.  A crash can leave a stray
 `.<name>.<random>.tmp` file next to the target, which `load` never reads.
+
+Layer: above the tensor — imports dtypes, device and tensor.
 """
 from __future__ import annotations
 

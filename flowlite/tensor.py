@@ -23,6 +23,7 @@ from .runtime import rt
 from .tape import AccumulateGrad, GradFn, _state, register as _register_fn
 
 _Node = ir.Node
+Size = ir.Size
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
 _ref = weakref.ref
 _pending = rt.pending
@@ -48,12 +49,16 @@ class Tensor:
     # ---- metadata (never syncs) -------------------------------------------
     @property
     def shape(self):
-        return Size(self._node.shape)
+        n = self._node
+        s = n.size
+        if s is None:
+            s = n.size = Size(n.shape)
+        return s
 
     def size(self, dim=None):
-        s = self._node.shape
         if dim is None:
-            return Size(s)
+            return self.shape
+        s = self._node.shape
         return s[_norm_dim(dim, len(s), "size")]
 
     @property
@@ -236,20 +241,6 @@ def _graph_guard(n):
         rt.on_first_pending(user_site(3))
     else:
         rt.check_graph_size(n)
-
-
-class Size(tuple):
-    """Shape tuple (PyTorch's torch.Size)."""
-    __slots__ = ()
-
-    def numel(self):
-        n = 1
-        for s in self:
-            n *= s
-        return n
-
-    def __repr__(self):
-        return f"flowlite.Size({list(self)})"
 
 
 def _from_pickle(arr, requires_grad):
