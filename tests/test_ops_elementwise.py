@@ -518,3 +518,15 @@ def test_sync_with_live_tape_keeps_baked_constants_constant():
     assert fl.metrics.counters()["compiles"] == before, "a * 0.5 recompiled after the sync"
     y.sum().backward()
     assert x.grad.tolist() == [0.5, 0.5]
+
+
+def test_atan2_gradient_at_the_origin_is_pytorch_zero_not_nan():
+    import torch
+    xs = np.array([0.0, 1.0, -2.0, 0.0], np.float32)
+    ys = np.array([0.0, 0.5, 3.0, -1.0], np.float32)
+    x, y = fl.tensor(xs, requires_grad=True), fl.tensor(ys, requires_grad=True)
+    fl.atan2(x, y).sum().backward()
+    tx, ty = torch.tensor(xs, requires_grad=True), torch.tensor(ys, requires_grad=True)
+    torch.atan2(tx, ty).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-6)

@@ -248,3 +248,17 @@ def test_norm_gradient_at_zero_is_zero_like_pytorch():
     x = fl.tensor([[0.0, 0.0, 0.0], [1.0, 2.0, 2.0]], requires_grad=True)
     (x.norm(dim=1).sum() + x[0].norm() + x[:1].norm(3) + x[0].norm(p="fro")).backward()
     np.testing.assert_allclose(x.grad.numpy(), [[0, 0, 0], [1 / 3, 2 / 3, 2 / 3]], rtol=1e-6)
+
+
+def test_std_of_a_constant_row_has_pytorch_zero_gradient_not_nan():
+    import torch
+    data = np.array([[1.0, 1.0, 1.0, 1.0], [1.0, 2.0, 4.0, 8.0]], np.float32)
+    a = fl.tensor(data, requires_grad=True)
+    ((a - a.mean(1, keepdim=True)) / (a.std(1, keepdim=True) + 1e-5)).sum().backward()
+    t = torch.tensor(data, requires_grad=True)
+    ((t - t.mean(1, keepdim=True)) / (t.std(1, keepdim=True) + 1e-5)).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), t.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert np.isfinite(a.grad.numpy()).all()
+    c = fl.ones(4, requires_grad=True)
+    c.std().backward()
+    assert c.std().item() == 0.0 and c.grad.tolist() == [0.0] * 4

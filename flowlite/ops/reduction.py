@@ -183,7 +183,8 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
 
 
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
-    return sqrt(var(x, dim, unbiased, keepdim, correction))
+    # a constant row has std 0 and, as in PyTorch, gradient 0 (not inf * 0 = nan)
+    return _zero_safe_root(var(x, dim, unbiased, keepdim, correction), sqrt)
 
 
 def logsumexp(x, dim, keepdim=False):
