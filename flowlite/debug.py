@@ -67,7 +67,8 @@ def _site_of(cause: str) -> str:
 
 
 def _summary(order, leaves, scalars, roots):
-    inputs = [("input", tuple(n.shape), n.dtype.name, n.site) for n in leaves]
+    # a multi-output node kept for backward can be an input (shape and dtype are tuples)
+    inputs = [("input", _shape(n.shape), _dname(n.dtype), n.site) for n in leaves]
     nodes = [(n.op.name, _short(n.attrs), _shape(n.shape), _dname(n.dtype), n.site)
              for n in order]
     outs = [(_shape(r.shape), _dname(r.dtype)) for r in roots]

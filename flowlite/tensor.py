@@ -316,7 +316,10 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
         for e in edges:
             if e is not None:
                 if prim.multi or dtype.is_floating_point:
-                    fn = _GradFn(prim, attrs, nodes, edges, node)
+                    # the tape holds its own tuple: the executor counts the references to
+                    # a leaf to tell whether anything outside the graph (here: the tape)
+                    # still needs its buffer before donating it
+                    fn = _GradFn(prim, attrs, (*nodes,), edges, node)
                     out._edge = fn
                     _register_fn(fn)
                 break

@@ -242,3 +242,15 @@ def test_executor_cache_is_keyed_by_donation_pattern():
     np.testing.assert_array_equal(p.numpy(), [2.0] * 4)
     np.testing.assert_array_equal(hold.numpy(), [1.0] * 4)
     assert executor.cache_size() > 0
+
+
+def test_a_buffer_the_tape_still_needs_is_not_donated():
+    # the constant 2.0 is saved by mul's GradFn; the first sync must not donate its buffer
+    # to `ret` (the backward pass reads it afterwards)
+    x = fl.tensor(np.float32(0.7), requires_grad=True)
+    ret = x * fl.tensor(np.float32(2.0))
+    fl.sync()
+    ret.numpy()
+    ((ret + 1) ** 2).mean().backward()
+    fl.sync()
+    np.testing.assert_allclose(x.grad.item(), 2 * (0.7 * 2 + 1) * 2, rtol=1e-6)

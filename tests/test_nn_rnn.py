@@ -127,3 +127,14 @@ def test_lstm_compile_time_does_not_grow_with_sequence_length():
     t16 = _compile_seconds(16)
     t256 = _compile_seconds(256)
     assert t256 <= 2 * t16 + 0.05, (t16, t256)
+
+
+def test_reading_an_lstm_output_before_backward_then_syncing_again():
+    # the scan node saved for backward becomes an input of the next executable
+    m = LSTM(4, 8)
+    out, _ = m(fl.randn(5, 2, 4))
+    assert np.isfinite(out.sum().item())
+    out.sum().backward()
+    fl.sync()
+    assert tuple(m.weight_ih_l0.grad.shape) == (32, 4)
+    assert np.isfinite(m.weight_ih_l0.grad.numpy()).all()
