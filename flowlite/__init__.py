@@ -37,6 +37,10 @@ from . import autograd as _autograd, executor as _executor
 from .metrics import user_site as _user_site
 
 
+clear_cache = _executor.clear_cache
+set_cache_limit = _executor.set_cache_limit
+
+
 def sync() -> None:
     """Run all pending work now (one executable per device); returns once it is enqueued."""
     _executor.sync(f"flowlite.sync() at {_user_site(2)}")

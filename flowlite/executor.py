@@ -13,6 +13,7 @@ any more (an in-place update replaced them) are donated to the executable.
 """
 from __future__ import annotations
 
+import collections
 import os
 import sys
 import time
@@ -28,7 +29,11 @@ from .runtime import rt
 from .tape import saved_pending_nodes
 
 _pending: list = rt.pending  # weakrefs to tensors created since the last sync
-_cache: dict = {}            # graph key -> _Structure (its executables by donation set)
+# graph key -> _Structure (its executables by donation set), least recently used first
+_cache: collections.OrderedDict = collections.OrderedDict()
+# at most this many graph structures stay compiled (a run uses a handful; eager mode one per
+# op signature); FLOWLITE_CACHE_LIMIT or set_cache_limit() change it
+_limit = {"structures": max(1, int(os.environ.get("FLOWLITE_CACHE_LIMIT", "") or 256))}
 _getrefcount = sys.getrefcount
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
 
@@ -270,6 +275,10 @@ def _run(roots, device, cause, owners=None):
     st = _cache.get(key)
     if st is None:
         st = _cache[key] = _Structure(order, leaves, roots, base)
+        if len(_cache) > _limit["structures"]:
+            _cache.popitem(last=False)      # the least recently used structure goes
+    else:
+        _cache.move_to_end(key)
     donate = st.donatable(leaves)
     exe = st.exes.get(donate)
     args = [leaf.value for leaf in leaves]
@@ -324,7 +333,18 @@ def _pack_scalars(scalars):
 
 
 def clear_cache() -> None:
+    """Drop every compiled executable (the next sync of each graph compiles again, or loads
+    it from JAX's persistent cache)."""
     _cache.clear()
+
+
+def set_cache_limit(n: int) -> None:
+    """Keep at most `n` compiled graph structures (least recently used are dropped)."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"set_cache_limit: expected a positive int, got {n!r}")
+    _limit["structures"] = n
+    while len(_cache) > n:
+        _cache.popitem(last=False)
 
 
 def executables() -> list:

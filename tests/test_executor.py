@@ -254,3 +254,36 @@ def test_a_buffer_the_tape_still_needs_is_not_donated():
     ((ret + 1) ** 2).mean().backward()
     fl.sync()
     np.testing.assert_allclose(x.grad.item(), 2 * (0.7 * 2 + 1) * 2, rtol=1e-6)
+
+
+def test_the_executable_cache_is_bounded_and_clearable():
+    import warnings
+    lim0 = executor._limit["structures"]
+    lin = fl.nn.Linear(8, 4)
+
+    def rss_mb():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096 / 1e6
+    try:
+        fl.set_cache_limit(8)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")           # recompile warnings: deliberate here
+            for b in range(1, 81):
+                lin(fl.randn(b, 8)).sum().item()
+                if b == 20:
+                    before = rss_mb()
+            assert executor.cache_size() <= 8 * 2     # ≤ 8 structures (≤ 2 donation variants)
+            assert len(executor._cache) == 8
+            after = rss_mb()
+        # 60 more programs cost ~1 MB each when kept (measured: +88 MB; bounded: +9 MB); bounded, the old
+        # ones are released
+        assert after - before < 25, (before, after)
+        fl.clear_cache()
+        assert executor.cache_size() == 0
+        c0 = fl.metrics.counters()["compiles"]
+        lin(fl.randn(3, 8)).sum().item()              # compiles again after clear_cache()
+        assert fl.metrics.counters()["compiles"] == c0 + 1
+        with pytest.raises(ValueError, match="set_cache_limit"):
+            fl.set_cache_limit(0)
+    finally:
+        fl.set_cache_limit(lim0)
