@@ -16,10 +16,16 @@ from __future__ import annotations
 
 from . import backward_templates as _templates, ir
 from .runtime import rt
-from .tape import (AccumulateGrad, GradFn, _GradMode, _TupleCotangent, _live, _state, enable_grad,
+from .tape import (AccumulateGrad, GradFn, _GradMode, _TupleCotangent, _state, enable_grad,
                    is_grad_enabled, no_grad, register, saved_pending_nodes,
                    set_grad_enabled)
 from .tensor import Tensor, set_node_recorder
+
+
+def __getattr__(name):      # autograd._live: this thread's live GradFns (tests read it)
+    if name == "_live":
+        return rt.local.live
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 def _accumulate(a, b):
     if a is None:
@@ -243,11 +249,11 @@ class _recorder_paused:
     """Nodes made while accumulating into an existing .grad depend on it, not on the tape."""
 
     def __enter__(self):
-        self.saved = rt.recorder
-        rt.recorder = None
+        self.saved = rt.local.recorder
+        rt.local.recorder = None
 
     def __exit__(self, *exc):
-        rt.recorder = self.saved
+        rt.local.recorder = self.saved
         return False
 
 

@@ -51,14 +51,15 @@ def _trace_body(fn, carry_tree, carry_leaves, x_tree, x_leaves):
     cps = [_placeholder(i, c.shape, c.dtype, c._node.device) for i, c in enumerate(carry_leaves)]
     xps = [_placeholder(nc + i, x.shape[1:], x.dtype, x._node.device)
            for i, x in enumerate(x_leaves)]
-    mark = len(rt.pending)
-    rt.tracing_body += 1
+    local = rt.local
+    mark = len(local.pending)
+    local.tracing_body += 1
     try:
         out = fn(jax.tree_util.tree_unflatten(carry_tree, cps),
                  jax.tree_util.tree_unflatten(x_tree, xps) if x_leaves else None)
     finally:
-        rt.tracing_body -= 1
-        del rt.pending[mark:]
+        local.tracing_body -= 1
+        del local.pending[mark:]
     if not isinstance(out, tuple) or len(out) != 2:
         raise TypeError("scan: the body must return a pair (new_carry, y)")
     new_carry, ys = out

@@ -298,7 +298,7 @@ def on_new_node(node) -> None:
     """Tracer hook (only when a debug flag is on)."""
     if flags["track_sites"] and node.site is None:
         node.site = metrics.user_site(3)
-    if (flags["eager"] or flags["anomaly"]) and not rt.tracing_body:
+    if (flags["eager"] or flags["anomaly"]) and not rt.local.tracing_body:
         opname = node.op.name
         executor.sync(f"eager op '{opname}'", extra_roots=(node,))
         if flags["anomaly"] and node.op is ir.DATA and node.dtype.is_floating_point:

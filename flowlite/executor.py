@@ -28,7 +28,6 @@ from .lowering import Executable, build_executable  # noqa: F401  (Executable: r
 from .runtime import rt
 from .tape import saved_pending_nodes
 
-_pending: list = rt.pending  # weakrefs to tensors created since the last sync
 # graph key -> _Structure (its executables by donation set), least recently used first
 _cache: collections.OrderedDict = collections.OrderedDict()
 # at most this many graph structures stay compiled (a run uses a handful; eager mode one per
@@ -37,8 +36,17 @@ _limit = {"structures": max(1, int(os.environ.get("FLOWLITE_CACHE_LIMIT", "") or
 _getrefcount = sys.getrefcount
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
 
-# Sync roots are gathered from tensors; `register` is called for every op result.
-register_pending = _pending.append
+
+
+def register_pending(ref) -> None:
+    """Make the tensor behind weakref `ref` a root of this thread's next sync."""
+    rt.local.pending.append(ref)
+
+
+def __getattr__(name):      # executor._pending: this thread's pending tensors (tests read it)
+    if name == "_pending":
+        return rt.local.pending
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _setup_persistent_cache():
@@ -76,7 +84,8 @@ observers: list = rt.observers
 def live_pending_roots(owners=None) -> list:
     roots = []
     seen = set()
-    for r in _pending:
+    pending = rt.local.pending
+    for r in pending:
         t = r()
         if t is None:
             continue
@@ -93,13 +102,19 @@ def live_pending_roots(owners=None) -> list:
         if n.op is not _DATA and n.device is not None and id(n) not in seen:
             seen.add(id(n))
             roots.append(n)
-    _pending.clear()
+    pending.clear()
     return roots
 
 
 def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
-    """Materialise every live tensor that has pending work (one executable per device)."""
-    if rt.tracing_body:
+    """Materialise every live tensor of this thread that has pending work (one executable per
+    device).  One sync runs at a time: walks number nodes, and the cache is shared."""
+    with rt.lock:
+        _sync(cause, extra_roots)
+
+
+def _sync(cause, extra_roots):
+    if rt.local.tracing_body:
         raise RuntimeError(f"{cause}: a tensor's value can't be read inside a scan body (the "
                            "body is traced once on placeholders); move the read after scan()")
     owners = {} if observers else None
@@ -176,7 +191,8 @@ def _walk_marked(roots):
 
 def _walk(roots):
     """(slot by id, order, leaves, scalars, flat key) — the inspection tools' view."""
-    order, leaves, scalars, flat, base = _walk_marked(roots)
+    with rt.lock:
+        order, leaves, scalars, flat, base = _walk_marked(roots)
     return _slots(base, leaves, scalars, order), order, leaves, scalars, flat
 
 

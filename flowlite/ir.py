@@ -22,7 +22,8 @@ _next_sig = itertools.count(1).__next__
 def intern_sig(sig: tuple) -> int:
     s = _SIGS.get(sig)
     if s is None:
-        s = _SIGS[sig] = _next_sig()
+        # setdefault: two threads interning the same new signature agree on its number
+        s = _SIGS.setdefault(sig, _next_sig())
     return s
 
 

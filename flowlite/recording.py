@@ -19,7 +19,6 @@ from .tensor import Tensor, apply
 
 _DATA = ir.DATA
 _ref = weakref.ref
-_register = rt.pending.append
 record = apply
 
 
@@ -41,7 +40,7 @@ def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
         t._edge = new._edge
     t._node = new._node
     if new._node.op is not _DATA:
-        _register(_ref(t))
+        rt.local.pending.append(_ref(t))
     return t
 
 
@@ -50,7 +49,7 @@ def set_value(t: Tensor, new: Tensor) -> Tensor:
     parameter moved to another device or dtype, a loaded state_dict entry)."""
     t._node = new._node
     if t.is_pending:
-        _register(_ref(t))
+        rt.local.pending.append(_ref(t))
     return t
 
 
@@ -105,5 +104,5 @@ def record_into(targets, prim, inputs, attrs, memo=None) -> None:
     for j in range(n):
         t = targets[j]
         t._node = ir.node_with_sig(tuple_get, ins, (j, n), shapes[j], dts[j], device, sigs[j])
-        _register(_ref(t))
+        rt.local.pending.append(_ref(t))
     _C["ops"] += n

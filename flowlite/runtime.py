@@ -1,13 +1,15 @@
 """The runtime state of one flowlite process, in one object (`rt`).
 
 Layer: runtime state — imports nothing of flowlite.  Every layer above reads and writes the
-same `rt`: the tracer (pending tensors, the backward-template node recorder, the debug
-switch), the executor (execution count and causes, walk numbering, observers) and the
-debug tools, which install their hooks here instead of being imported by the core.
+same `rt`: the tracer (the debug switch; per thread in `rt.local`: pending tensors, live
+GradFns, the backward-template node recorder), the executor (execution count and causes,
+walk numbering, observers, the sync lock) and the debug tools, which install their hooks
+here instead of being imported by the core.
 """
 from __future__ import annotations
 
 import os
+import threading
 
 
 def _env_on(name: str) -> bool:
@@ -18,16 +20,27 @@ def _no_hook(*args, **kwargs):
     return None
 
 
+class _ThreadState(threading.local):
+    """What each thread records on its own (threads training their own models don't see
+    each other's pending work, as grad mode is per thread too)."""
+
+    def __init__(self):
+        self.pending = []            # weakrefs to tensors created since the last sync
+        self.live = []               # weakrefs to GradFns that may still run backward
+        self.recorder = None         # list collecting every new node (backward templates)
+        self.tracing_body = 0        # >0 while a scan body is traced on placeholders
+
+
 class Runtime:
     """Mutable process-wide state; a plain attribute read on every hot path."""
 
     def __init__(self):
-        self.pending = []            # weakrefs to tensors created since the last sync
+        self.local = _ThreadState()
+        self.lock = threading.RLock()   # one sync at a time: walk numbering, cache, compile
+        self.recording = 0           # threads recording a backward template right now
         self.exec_epoch = 0          # executions so far (GradFns remember it at creation)
         self.exec_causes = {}        # execution number -> its sync cause (the last 64)
-        self.tracing_body = 0        # >0 while a scan body is traced on placeholders
         self.mark_base = 1           # executor walks number nodes from here (Node.mark)
-        self.recorder = None         # list collecting every new node (backward templates)
         self.observers = []          # fn(exe, leaves, scalars, roots, owners, donate)
         self.rng_seed = 0            # flowlite.manual_seed's value
         self.rng_draws = 0           # random draws so far: the n-th folds n into the key
@@ -48,8 +61,7 @@ class Runtime:
 
     def update_debug_on(self) -> None:
         f = self.flags
-        self.debug_on = bool(f["track_sites"] or f["eager"] or f["anomaly"]
-                             or self.recorder is not None)
+        self.debug_on = bool(f["track_sites"] or f["eager"] or f["anomaly"] or self.recording)
 
 
 rt = Runtime()

@@ -95,18 +95,19 @@ class GradFn:
 
 
 # GradFns that may still run backward: their pending saved nodes must survive a sync.
-_live: list = []
+_local = rt.local
 
 
 def register(fn: GradFn) -> None:
-    _live.append(weakref.ref(fn))
+    _local.live.append(weakref.ref(fn))
 
 
 def saved_pending_nodes() -> list:
     """Pending nodes saved by live tape entries (extra sync roots)."""
     out = []
     alive = []
-    for r in _live:
+    live = _local.live
+    for r in live:
         fn = r()
         if fn is None or fn.inputs is None:
             continue
@@ -116,7 +117,7 @@ def saved_pending_nodes() -> list:
                 out.append(n)
         if fn.out.op is not ir.DATA:
             out.append(fn.out)
-    _live[:] = alive
+    live[:] = alive
     return out
 
 

@@ -26,8 +26,7 @@ _Node = ir.Node
 Size = ir.Size
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
 _ref = weakref.ref
-_pending = rt.pending
-_register = _pending.append
+_local = rt.local
 _GradFn = GradFn
 
 
@@ -41,8 +40,9 @@ class Tensor:
         self.grad = None
         op = node.op
         if op is not _DATA and op is not _SCALAR:
-            _register(_ref(self))   # every handle on pending work is a candidate sync root
-            n = len(_pending)
+            pending = _local.pending
+            pending.append(_ref(self))   # every handle on pending work is a sync root
+            n = len(pending)
             if n == 1 or not n & 0x3FFF:
                 _graph_guard(n)
 
@@ -151,10 +151,9 @@ class Tensor:
     def data(self, other):
         if not isinstance(other, Tensor):
             raise TypeError("data: expected a Tensor")
-        if other.shape != self.shape and self._edge is not None:
-            pass
         self._node = other._node
-        _register(_ref(self))
+        if self.is_pending:
+            _local.pending.append(_ref(self))
 
     # ---- host reads (sync) ----------------------------------------------------
     def _value(self, cause):
@@ -329,15 +328,18 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
 
 
 def _on_new_node(node):
-    rec = rt.recorder      # while backward() records a template, every new node goes here
+    rec = _local.recorder   # while backward() records a template, every new node goes here
     if rec is not None:
         rec.append(node)
     rt.on_new_node(node)
 
 
 def set_node_recorder(rec) -> None:
-    rt.recorder = rec
-    rt.update_debug_on()
+    with rt.lock:
+        if (rec is None) != (_local.recorder is None):
+            rt.recording += 1 if rec is not None else -1
+        _local.recorder = rec
+        rt.update_debug_on()
 
 
 # ---- creation from host data -------------------------------------------------------
