@@ -139,9 +139,14 @@ remainder = prim("remainder", lambda a, x, y: jnp.remainder(x, y),
 fmod = prim("fmod", lambda a, x, y: jnp.fmod(x, y),
             lambda a, i, o, g: (_st(g, i[0]), _st(-g * F.trunc(i[0] / i[1]), i[1])))
 trunc = prim("trunc", lambda a, x: jnp.trunc(x), lambda a, i, o, g: (None,))
-atan2 = prim("atan2", lambda a, x, y: jnp.arctan2(x, y),
-             lambda a, i, o, g: (_st(g * i[1] / (i[0] * i[0] + i[1] * i[1]), i[0]),
-                                 _st(-g * i[0] / (i[0] * i[0] + i[1] * i[1]), i[1])))
+def _atan2_vjp(a, i, o, g):
+    x, y = i
+    r2 = x * x + y * y
+    r2 = F.where(r2 == 0, 1.0, r2)    # at (0, 0) the gradient is 0, as in PyTorch (not nan)
+    return _st(g * y / r2, x), _st(-g * x / r2, y)
+
+
+atan2 = prim("atan2", lambda a, x, y: jnp.arctan2(x, y), _atan2_vjp)
 eq = nondiff("eq", lambda a, x, y: x == y)
 ne = nondiff("ne", lambda a, x, y: x != y)
 lt = nondiff("lt", lambda a, x, y: x < y)
@@ -607,7 +612,7 @@ def _conv_weight_grad_lower(a, x, g):
     # channels (batch_group_count) so each group's kernels see only their own channels
     w_shape = a[5]
     dtype = x.dtype
-    if np.size(g) == 0:
+    if 0 in g.shape:
         return jnp.zeros(w_shape, dtype)
     k = _conv_transpose_kwargs(a, x.shape, w_shape, g.shape)
     sp = k["spatial"]
