@@ -139,6 +139,8 @@ remainder = prim("remainder", lambda a, x, y: jnp.remainder(x, y),
 fmod = prim("fmod", lambda a, x, y: jnp.fmod(x, y),
             lambda a, i, o, g: (_st(g, i[0]), _st(-g * F.trunc(i[0] / i[1]), i[1])))
 trunc = prim("trunc", lambda a, x: jnp.trunc(x), lambda a, i, o, g: (None,))
+
+
 def _atan2_vjp(a, i, o, g):
     x, y = i
     r2 = x * x + y * y
