@@ -936,22 +936,42 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  f"multiple of {hk} key/value heads")
             key = _repeat_heads(key, hq // hk)
             value = _repeat_heads(value, hq // hk)
-    sc = 1.0 / math.sqrt(E) if scale is None else builtins.float(scale)
-    scores = F.einsum("...le,...se->...ls", query * sc, key)
     if is_causal:
         if attn_mask is not None:
             raise ValueError("scaled_dot_product_attention: pass either attn_mask or "
                              "is_causal=True, not both")
-        scores = F.where(_causal_mask(L, S, query.device), scores, _NEG_INF)
-    if attn_mask is not None:
-        if attn_mask.dtype is D.bool_:
-            scores = F.where(attn_mask, scores, _NEG_INF)
+        attn_mask = _causal_mask(L, S, query.device)
+    sc = 1.0 / math.sqrt(E) if scale is None else builtins.float(scale)
+    return _sdpa(query, key, value, sc, ((attn_mask, True),), dropout_p)[0]
+
+
+def _sdpa(query, key, value, sc, masks, dropout_p, layout=None):
+    """scaled_dot_product_attention's computation -> (output, attention weights).
+
+    masks: (mask, keep) pairs applied in order (None masks are skipped); a bool mask keeps its
+    True positions when `keep`, else it excludes them (multi-head attention's convention); a
+    float mask is added to the scores.  layout: None for (..., L, E) operands, or the einsum
+    subscripts of the query and key/value layout over n (batch), h (head), l / s (target /
+    source position) and d (feature) — the weights are then (n, h, l, s) and the output has
+    the query's layout — so multi_head_attention_forward records no transpose."""
+    if layout is None:
+        scores = F.einsum("...le,...se->...ls", query * sc, key)
+    else:
+        ql, kl = layout
+        scores = F.einsum(f"{ql},{kl}->nhls", query * sc, key)
+    for m, keep in masks:
+        if m is None:
+            continue
+        if m.dtype is D.bool_:
+            scores = F.where(m, scores, _NEG_INF) if keep else F.where(m, _NEG_INF, scores)
         else:
-            scores = scores + attn_mask
+            scores = scores + m
     w = F.softmax(scores, -1)
     if dropout_p > 0.0:
         w = dropout(w, dropout_p, True)
-    return F.matmul(w, value)
+    if layout is None:
+        return F.matmul(w, value), w
+    return F.einsum(f"nhls,{kl}->{ql}", w, value), w
 
 
 def _repeat_heads(x, r):
@@ -988,8 +1008,6 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
         value = key if same_kv else F.unsqueeze(value, bdim)
         if key_padding_mask is not None:
             key_padding_mask = F.unsqueeze(key_padding_mask, 0)
-    same_kv = key is value
-    self_attn = same_kv and query is key
     qs, ks, vs = query.shape, key.shape, value.shape
     n, L, E = qs[bdim], qs[1 - bdim], qs[2]
     S = ks[1 - bdim]
@@ -1000,31 +1018,65 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
     if E % num_heads:
         raise ValueError(f"embed_dim {E} not divisible by num_heads {num_heads}")
     hd = E // num_heads
+    q, k, v = _mha_in_projection(query, key, value, E, in_proj_weight, in_proj_bias,
+                                 use_separate_proj_weight, q_proj_weight, k_proj_weight,
+                                 v_proj_weight)
+    attn_mask, key_padding_mask = _mha_masks(attn_mask, key_padding_mask, is_causal, n,
+                                             num_heads, L, S, query.device)
+    if bias_k is not None or add_zero_attn:
+        k, v, attn_mask, key_padding_mask = _mha_extra_kv(
+            k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn, n, E,
+            batch_first)
+    q = F.reshape(q, q.shape[:2] + (num_heads, hd))
+    k = F.reshape(k, k.shape[:2] + (num_heads, hd))
+    v = F.reshape(v, v.shape[:2] + (num_heads, hd))
+    ql, kl = ("nlhd", "nshd") if batch_first else ("lnhd", "snhd")
+    out, w = _sdpa(q, k, v, 1.0 / math.sqrt(hd), ((attn_mask, False), (key_padding_mask, False)),
+                   dropout_p if training else 0.0, (ql, kl))
+    out = linear(F.reshape(out, out.shape[:2] + (E,)), out_proj_weight, out_proj_bias)
+    if not batched:
+        out = F.squeeze(out, bdim)
+    if not need_weights:
+        return out, None
+    if average_attn_weights:
+        w = F.mean(w, 1)
+    if not batched:
+        w = F.squeeze(w, 0)
+    return out, w
+
+
+def _mha_in_projection(query, key, value, E, in_proj_weight, in_proj_bias,
+                       use_separate_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight):
+    """q, k, v in the inputs' layout: one projection for self-attention (query is key is
+    value), one for the keys and values together when key is value."""
     if use_separate_proj_weight:
         bq = bk = bv = None
         if in_proj_bias is not None:
             bq, bk, bv = F.split(in_proj_bias, E)
-        q = linear(query, q_proj_weight, bq)
-        k = linear(key, k_proj_weight, bk)
-        v = linear(value, v_proj_weight, bv)
-    elif self_attn:
-        q, k, v = F.split(linear(query, in_proj_weight, in_proj_bias), E, -1)
+        return (linear(query, q_proj_weight, bq), linear(key, k_proj_weight, bk),
+                linear(value, v_proj_weight, bv))
+    same_kv = key is value
+    if same_kv and query is key:
+        return F.split(linear(query, in_proj_weight, in_proj_bias), E, -1)
+    wq, wkv = F.split(in_proj_weight, (E, 2 * E))
+    bq = bkv = None
+    if in_proj_bias is not None:
+        bq, bkv = F.split(in_proj_bias, (E, 2 * E))
+    q = linear(query, wq, bq)
+    if same_kv:
+        k, v = F.split(linear(key, wkv, bkv), E, -1)
     else:
-        wq, wkv = F.split(in_proj_weight, (E, 2 * E))
-        bq = bkv = None
-        if in_proj_bias is not None:
-            bq, bkv = F.split(in_proj_bias, (E, 2 * E))
-        q = linear(query, wq, bq)
-        if same_kv:
-            k, v = F.split(linear(key, wkv, bkv), E, -1)
-        else:
-            wk, wv = F.split(wkv, E)
-            bk, bv = F.split(bkv, E) if bkv is not None else (None, None)
-            k = linear(key, wk, bk)
-            v = linear(value, wv, bv)
-    # masks in the (N, H, L, S) layout of the scores
+        wk, wv = F.split(wkv, E)
+        bk, bv = F.split(bkv, E) if bkv is not None else (None, None)
+        k = linear(key, wk, bk)
+        v = linear(value, wv, bv)
+    return q, k, v
+
+
+def _mha_masks(attn_mask, key_padding_mask, is_causal, n, num_heads, L, S, device):
+    """The masks, checked, in the (N, H, L, S) layout of the scores (True = excluded)."""
     if is_causal and attn_mask is None:
-        attn_mask = F.logical_not(_causal_mask(L, S, query.device))
+        attn_mask = F.logical_not(_causal_mask(L, S, device))
     if attn_mask is not None:
         if attn_mask.ndim == 2:
             if tuple(attn_mask.shape) != (L, S):
@@ -1042,48 +1094,29 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
             raise ValueError(f"expected key_padding_mask of shape {(n, S)}, got "
                              f"{tuple(key_padding_mask.shape)}")
         key_padding_mask = F.reshape(key_padding_mask, (n, 1, 1, S))
+    return attn_mask, key_padding_mask
+
+
+def _mha_extra_kv(k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn, n, E,
+                  batch_first):
+    """One more key/value position per extra — the learned bias_k/bias_v, then zeros
+    (add_zero_attn) — with a column of the masks that lets it be attended."""
+    sdim = 1 if batch_first else 0     # the source-length dim of k and v
+    kv_shape = (n, 1, E) if batch_first else (1, n, E)
     for extra in ((bias_k, bias_v) if bias_k is not None else None,
                   "zero" if add_zero_attn else None):
         if extra is None:
             continue
-        # one more key/value position: the learned bias_k/bias_v, or zeros (add_zero_attn)
-        kv_shape = (n, 1, E) if batch_first else (1, n, E)
         if extra == "zero":
             ek = ev = F.zeros(kv_shape, dtype=k.dtype, device=k.device)
         else:
             ek = F.broadcast_to(F.reshape(extra[0], (1, 1, E)), kv_shape)
             ev = F.broadcast_to(F.reshape(extra[1], (1, 1, E)), kv_shape)
-        k = F.cat([k, ek], 1 - bdim)
-        v = F.cat([v, ev], 1 - bdim)
+        k = F.cat([k, ek], sdim)
+        v = F.cat([v, ev], sdim)
         attn_mask = _pad_mask_column(attn_mask)
         key_padding_mask = _pad_mask_column(key_padding_mask)
-        S += 1
-    q = F.reshape(q, q.shape[:2] + (num_heads, hd))
-    k = F.reshape(k, k.shape[:2] + (num_heads, hd))
-    v = F.reshape(v, v.shape[:2] + (num_heads, hd))
-    ql, kl = ("nl", "ns") if batch_first else ("ln", "sn")
-    scores = F.einsum(f"{ql}hd,{kl}hd->nhls", q * (1.0 / math.sqrt(hd)), k)
-    for m in (attn_mask, key_padding_mask):
-        if m is None:
-            continue
-        if m.dtype is D.bool_:
-            scores = F.where(m, _NEG_INF, scores)
-        else:
-            scores = scores + m
-    w = F.softmax(scores, -1)
-    if dropout_p > 0.0 and training:
-        w = dropout(w, dropout_p, True)
-    out = F.einsum(f"nhls,{kl}hd->{ql}hd", w, v)
-    out = linear(F.reshape(out, out.shape[:2] + (E,)), out_proj_weight, out_proj_bias)
-    if not batched:
-        out = F.squeeze(out, bdim)
-    if not need_weights:
-        return out, None
-    if average_attn_weights:
-        w = F.mean(w, 1)
-    if not batched:
-        w = F.squeeze(w, 0)
-    return out, w
+    return k, v, attn_mask, key_padding_mask
 
 
 def _pad_mask_column(m):
