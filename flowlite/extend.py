@@ -21,26 +21,34 @@ What it offers:
 * rebinding a tensor to a new value (in-place semantics, or replacing a parameter's value
   while keeping its identity), and recording an update whose outputs replace tensors in
   place (an optimizer step);
-* reading what a tensor is without a sync: `is_pending`, `device_array`.
+* reading what a tensor is without a sync: `is_pending`, `device_array`;
+* devices and placement: `Device`, `device(...)` (PyTorch's `torch.device`), and `put`
+  (place a jax array on a device or sharding, across processes too);
+* a Tensor subclass whose constructor takes a tensor (`nn.Parameter`) initialises itself as
+  a handle on that tensor's value with `share_into(self, t)`.
 """
 from __future__ import annotations
 
-from . import dtypes, ops, primitives as prims, random
+from . import dtypes, ir as _ir, ops, primitives as prims, random
 from .control_flow import scan
+from .device import Device, device
 from .ir import Prim
+from .mesh import put
 from .metrics import user_site
 from .tensor import Size, Tensor, from_jax, from_numpy, tensor
 from .tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .recording import (host_scalar, rebind, record, record_into, set_value,
-                        share)
+                        share, share_into)
 from .executor import sync as _sync
 from .compile import register_guard
 
 __all__ = ["Tensor", "Size", "ops", "prims", "random", "dtypes", "scan", "no_grad",
            "enable_grad", "is_grad_enabled", "set_grad_enabled", "from_numpy", "from_jax",
            "tensor", "Prim", "primitive", "record", "record_into", "rebind", "set_value",
-           "share", "host_scalar", "is_pending", "device_array", "sync", "user_site",
-           "register_guard"]
+           "share", "share_into", "host_scalar", "is_pending", "device_array", "sync",
+           "user_site", "register_guard", "Device", "device", "put"]
+
+_DATA = _ir.DATA
 
 
 def primitive(name, lower, vjp=None, *, multi=False, nondiff=False, inplace=None) -> Prim:
@@ -64,9 +72,10 @@ def is_pending(t: Tensor) -> bool:
 
 
 def device_array(t: Tensor):
-    """The jax.Array behind a materialised tensor (None while it is pending)."""
+    """The jax.Array behind a materialised tensor (None while it is pending, or for a host
+    scalar, which has no device buffer)."""
     n = t._node
-    return None if t.is_pending else n.value
+    return n.value if n.op is _DATA else None
 
 
 def sync(cause: str = "flowlite.extend.sync()") -> None:

@@ -61,6 +61,14 @@ def share(t: Tensor, cls=Tensor) -> Tensor:
     return out
 
 
+def share_into(obj: Tensor, t: Tensor) -> Tensor:
+    """Initialise `obj`, a new instance of a Tensor subclass (from inside its `__init__`), as
+    a handle on t's value outside autograd: what `share(t, type(obj))` builds, for
+    subclasses whose constructor takes the tensor (`nn.Parameter(data)`)."""
+    Tensor.__init__(obj, t._node)
+    return obj
+
+
 def host_scalar(value, dtype, tag=None) -> Tensor:
     """A Python number that travels as data (never a baked constant, so a new value never
     recompiles); `tag` names its source for `flowlite.compile`'s replays."""

@@ -96,15 +96,16 @@ def wait_until(condition, timeout=3.0):
 
 @pytest.fixture
 def fake_from_numpy(monkeypatch):
-    """Stand-in for flowlite.from_numpy that records placements, so the default collation
-    path is tested independently of the core."""
+    """Stand-in for flowlite.from_numpy (which the data package reaches through
+    flowlite.extend) that records placements, so the default collation path is tested
+    independently of the core."""
     calls = []
 
     def from_numpy(array, device=None):
         calls.append((array.shape, array.dtype, device))
         return ("placed", array, device)
 
-    monkeypatch.setattr(flowlite, "from_numpy", from_numpy, raising=False)
+    monkeypatch.setattr(flowlite.extend, "from_numpy", from_numpy)
     return calls
 
 

@@ -107,10 +107,10 @@ def to_device(batch: Any, device: Any = None) -> Any:
     ``flowlite.from_numpy`` does the placement (a ``jax.device_put``); running it in the
     loader thread is what overlaps host-to-device copies with the current step.
     """
-    import flowlite  # late: the data package must import without the core (and no cycle)
+    from .. import extend  # late: the data package imports the core only to place batches
 
     if isinstance(batch, (np.ndarray, np.generic)):
-        return flowlite.from_numpy(np.asarray(batch), device=device)
+        return extend.from_numpy(np.asarray(batch), device=device)
     if isinstance(batch, dict):
         return {k: to_device(v, device) for k, v in batch.items()}
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):

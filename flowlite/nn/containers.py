@@ -4,7 +4,7 @@ from __future__ import annotations
 import collections
 import operator
 
-from ..tensor import Tensor
+from ..extend import Tensor
 from .module import Module, Parameter, _addindent
 
 

@@ -14,12 +14,8 @@ import numbers
 
 import numpy as np
 
-from .. import dtypes as D
-from .. import ops as F
-from .. import random as R
-from ..autograd import no_grad
-from .. import primitives as P
-from ..tensor import Tensor, apply, from_numpy
+from ..extend import (Tensor, dtypes as D, from_numpy, no_grad, ops as F, prims as P,
+                      random as R, rebind, record)
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -63,7 +59,7 @@ def _const(key, build, dtype, device) -> Tensor:
 
 
 def _maybe_inplace(x, out, inplace, name):
-    return x._rebind(out, name) if inplace else out
+    return rebind(x, out, name) if inplace else out
 
 
 def _check_float(x, op):
@@ -97,17 +93,18 @@ def _legacy_reduction(size_average, reduce, reduction):
 # ---- linear ------------------------------------------------------------------------------------
 def linear(input, weight, bias=None):
     """y = x Wᵀ + b with W of shape (out_features, in_features)."""
-    shp = input._node.shape
-    if not shp or shp[-1] != weight._node.shape[-1]:
+    shp = input.shape
+    wshp = weight.shape
+    if not shp or shp[-1] != wshp[-1]:
         raise ValueError(f"linear: input of shape {tuple(shp)} doesn't match weight of shape "
-                         f"{tuple(weight.shape)} (expected in_features={weight.shape[-1]} in "
-                         f"the last dimension)")
-    wn = weight._node
-    if len(wn.shape) == 2 and input._node.dtype is wn.dtype and wn.dtype.kind == "f" and (
-            bias is None or (bias._node.shape == wn.shape[:1] and bias._node.dtype is wn.dtype)):
+                         f"{tuple(wshp)} (expected in_features={wshp[-1]} in the last "
+                         f"dimension)")
+    wdt = weight.dtype
+    if len(wshp) == 2 and input.dtype is wdt and wdt.kind == "f" and (
+            bias is None or (bias.shape == wshp[:1] and bias.dtype is wdt)):
         args = (input, weight) if bias is None else (input, weight, bias)
-        return apply(P.linear, args, (), shp[:-1] + wn.shape[:1], wn.dtype)
-    if weight.ndim == 1:
+        return record(P.linear, args, (), shp[:-1] + wshp[:1], wdt)
+    if len(wshp) == 1:
         y = F.matmul(input, weight)
     elif len(shp) <= 2:
         y = F.matmul(input, F.transpose(weight, 0, 1))
@@ -156,27 +153,29 @@ def _batchify(x, nd, op, what="input"):
 
 def _convnd(x, weight, bias, stride, padding, dilation, groups, nd, op):
     x, batched = _batchify(x, nd, op)
-    if weight.ndim != nd + 2:
-        raise ValueError(f"{op}: expected a {nd + 2}D weight, got shape {tuple(weight.shape)}")
-    cin = x._node.shape[1]
-    cout = weight._node.shape[0]
-    if groups < 1 or cin != weight._node.shape[1] * groups or cout % groups:
-        raise ValueError(f"{op}: input of shape {tuple(x.shape)} (channels {cin}) doesn't "
-                         f"match weight of shape {tuple(weight.shape)} with groups={groups} "
-                         f"(expected {weight.shape[1] * groups} input channels and out "
+    xs, ws = x.shape, weight.shape
+    if len(ws) != nd + 2:
+        raise ValueError(f"{op}: expected a {nd + 2}D weight, got shape {tuple(ws)}")
+    cin = xs[1]
+    cout = ws[0]
+    if groups < 1 or cin != ws[1] * groups or cout % groups:
+        raise ValueError(f"{op}: input of shape {tuple(xs)} (channels {cin}) doesn't "
+                         f"match weight of shape {tuple(ws)} with groups={groups} "
+                         f"(expected {ws[1] * groups} input channels and out "
                          f"channels divisible by groups)")
     stride = _ntuple(stride, nd, "stride")
     dilation = _ntuple(dilation, nd, "dilation")
-    pads = _conv_padding(padding, nd, stride, dilation, weight._node.shape[2:], op)
+    pads = _conv_padding(padding, nd, stride, dilation, ws[2:], op)
     for i in range(nd):
-        eff = dilation[i] * (weight._node.shape[2 + i] - 1) + 1
-        if x._node.shape[2 + i] + pads[i][0] + pads[i][1] < eff:
-            raise ValueError(f"{op}: input of shape {tuple(x.shape)} (padded by {pads}) is "
-                             f"smaller than the kernel {tuple(weight.shape[2:])} with dilation "
+        eff = dilation[i] * (ws[2 + i] - 1) + 1
+        if xs[2 + i] + pads[i][0] + pads[i][1] < eff:
+            raise ValueError(f"{op}: input of shape {tuple(xs)} (padded by {pads}) is "
+                             f"smaller than the kernel {tuple(ws[2:])} with dilation "
                              f"{dilation}")
     attrs = (stride, pads, (1,) * nd, dilation, groups)
-    if bias is not None and bias._node.shape == (cout,) and bias._node.dtype is x._node.dtype \
-            and weight._node.dtype is x._node.dtype:
+    xdt = x.dtype
+    if bias is not None and bias.shape == (cout,) and bias.dtype is xdt \
+            and weight.dtype is xdt:
         y = F._conv_raw(x, weight, attrs, bias)
     else:
         y = F._conv_raw(x, weight, attrs)
@@ -200,10 +199,11 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 def _conv_transpose_nd(x, weight, bias, stride, padding, output_padding, groups, dilation, nd,
                        op):
     x, batched = _batchify(x, nd, op)
-    cin = x._node.shape[1]
-    if weight.ndim != nd + 2 or weight._node.shape[0] != cin or cin % groups:
-        raise ValueError(f"{op}: input of shape {tuple(x.shape)} doesn't match weight of shape "
-                         f"{tuple(weight.shape)} (expected weight (in_channels={cin}, "
+    xs, ws = x.shape, weight.shape
+    cin = xs[1]
+    if len(ws) != nd + 2 or ws[0] != cin or cin % groups:
+        raise ValueError(f"{op}: input of shape {tuple(xs)} doesn't match weight of shape "
+                         f"{tuple(ws)} (expected weight (in_channels={cin}, "
                          f"out_channels/groups, *kernel) and in_channels divisible by "
                          f"groups={groups})")
     stride = _ntuple(stride, nd, "stride")
@@ -215,17 +215,17 @@ def _conv_transpose_nd(x, weight, bias, stride, padding, output_padding, groups,
             raise ValueError(f"{op}: output padding must be smaller than either stride or "
                              f"dilation, but got output_padding={opad}, stride={stride}, "
                              f"dilation={dilation}")
-    cout = weight._node.shape[1] * groups
+    cout = ws[1] * groups
     spatial = []
     for i in range(nd):
-        k = weight._node.shape[2 + i]
-        n = (x._node.shape[2 + i] - 1) * stride[i] - 2 * pad[i] + dilation[i] * (k - 1) + \
+        k = ws[2 + i]
+        n = (xs[2 + i] - 1) * stride[i] - 2 * pad[i] + dilation[i] * (k - 1) + \
             opad[i] + 1
         if n <= 0:
             raise ValueError(f"{op}: computed output size {n} is not positive for input of "
-                             f"shape {tuple(x.shape)} and weight {tuple(weight.shape)}")
+                             f"shape {tuple(xs)} and weight {tuple(ws)}")
         spatial.append(n)
-    out_shape = (x._node.shape[0], cout) + tuple(spatial)
+    out_shape = (xs[0], cout) + tuple(spatial)
     # the transpose of the convolution that maps out_shape back to x; output_padding extends
     # the high side, i.e. that convolution pads the high side by p - output_padding
     attrs = (stride, tuple((p, p - o) for p, o in zip(pad, opad)), (1,) * nd, dilation, groups)
@@ -257,7 +257,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C*kh*kw, L), as a grouped convolution with one-hot kernels."""
     x, batched = _batchify(input, 2, "unfold")
     k = _ntuple(kernel_size, 2, "kernel_size")
-    c = x._node.shape[1]
+    c = x.shape[1]
     kk = k[0] * k[1]
 
     def build():
@@ -301,7 +301,7 @@ def _pool_setup(x, kernel_size, stride, padding, dilation, ceil_mode, nd, op):
     lead = x.ndim - nd
     outs, pads = [], []
     for i in range(nd):
-        o, pp = _pool_dims(x._node.shape[lead + i], k[i], s[i], p[i], d[i], ceil_mode, op)
+        o, pp = _pool_dims(x.shape[lead + i], k[i], s[i], p[i], d[i], ceil_mode, op)
         outs.append(o)
         pads.append(pp)
     return k, s, d, lead, outs, pads
@@ -374,7 +374,7 @@ def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, div
         builtins.all(p == (0, 0) for p in pads)
     if uniform:
         return total / float(math.prod(k))
-    spatial = x._node.shape[lead:]
+    spatial = x.shape[lead:]
 
     def build():
         div = np.ones(())
@@ -415,7 +415,7 @@ def _adaptive_sizes(x, output_size, nd, op):
         raise ValueError(f"{op}: expected a {nd + 1}D or {nd + 2}D input, got shape "
                          f"{tuple(x.shape)}")
     lead = x.ndim - nd
-    spatial = x._node.shape[lead:]
+    spatial = x.shape[lead:]
     if isinstance(output_size, (list, tuple)):
         if len(output_size) != nd:
             raise ValueError(f"{op}: output_size must have {nd} elements, got {output_size!r}")
@@ -432,7 +432,7 @@ def _adaptive_avg(x, output_size, nd, op):
     _check_float(x, op)
     lead, spatial, out = _adaptive_sizes(x, output_size, nd, op)
     if builtins.all(n % o == 0 for n, o in zip(spatial, out)):
-        shape = tuple(x._node.shape[:lead])
+        shape = tuple(x.shape[:lead])
         for n, o in zip(spatial, out):
             shape += (o, n // o)
         axes = tuple(lead + 2 * i + 1 for i in range(nd))
@@ -514,7 +514,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
         return input
     if p == 1.0:
         return _maybe_inplace(input, input * 0.0, inplace, "dropout_")
-    keep = R.rand(input._node.shape, dtype=_rand_dtype(input), device=input.device) >= p
+    keep = R.rand(input.shape, dtype=_rand_dtype(input), device=input.device) >= p
     out = F.where(keep, input * (1.0 / (1.0 - p)), 0.0)
     return _maybe_inplace(input, out, inplace, "dropout_")
 
@@ -527,7 +527,7 @@ def _channel_dropout(input, p, training, inplace, batched_ndim, op):
     _check_p(p, op)
     if not training or p == 0.0:
         return input
-    shp = input._node.shape
+    shp = input.shape
     if len(shp) == batched_ndim:
         mshape = shp[:2] + (1,) * (len(shp) - 2)
     elif len(shp) == batched_ndim - 1:
@@ -559,7 +559,7 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):
     alpha_p = -1.7580993408473766  # -selu_scale * selu_alpha
     a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
     b = -a * alpha_p * p
-    keep = R.rand(input._node.shape, dtype=_rand_dtype(input), device=input.device) >= p
+    keep = R.rand(input.shape, dtype=_rand_dtype(input), device=input.device) >= p
     out = F.where(keep, input, alpha_p) * a + b
     return _maybe_inplace(input, out, inplace, "alpha_dropout_")
 
@@ -572,7 +572,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     update is part of the same executable): r <- (1 - momentum) r + momentum * stat, with the
     unbiased batch variance.  `momentum` may be a tensor (the cumulative-average factor)."""
     _check_float(input, "batch_norm")
-    shp = input._node.shape
+    shp = input.shape
     if len(shp) < 2:
         raise ValueError(f"batch_norm: expected an input with at least 2 dims (N, C, *), got "
                          f"shape {tuple(shp)}")
@@ -596,13 +596,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             with no_grad():
                 if running_mean is not None:
                     m = F.reshape(mean, (c,))
-                    running_mean._rebind(running_mean * (1.0 - momentum) + m * momentum,
-                                         "batch_norm running_mean")
+                    rebind(running_mean, running_mean * (1.0 - momentum) + m * momentum,
+                           "batch_norm running_mean")
                 if running_var is not None:   # the unbiased variance: n/(n-1) folded in
                     v = F.reshape(var, (c,))
-                    running_var._rebind(running_var * (1.0 - momentum) +
-                                        v * (momentum * (n / (n - 1))),
-                                        "batch_norm running_var")
+                    rebind(running_var, running_var * (1.0 - momentum) +
+                           v * (momentum * (n / (n - 1))), "batch_norm running_var")
     else:
         if running_mean is None or running_var is None:
             raise ValueError("batch_norm: running_mean and running_var are required when "
@@ -623,7 +622,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                   use_input_stats=True, momentum=0.1, eps=1e-5):
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
-    shp = input._node.shape
+    shp = input.shape
     axes = tuple(range(2, len(shp)))
     mean = F.mean(input, axes, keepdim=True)
     d = input - mean
@@ -646,16 +645,16 @@ def _norm_shape(normalized_shape):
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     _check_float(input, "layer_norm")
     ns = _norm_shape(normalized_shape)
-    shp = input._node.shape
+    shp = input.shape
     k = len(ns)
     if tuple(shp[len(shp) - k:]) != ns or k > len(shp):
         raise ValueError(f"layer_norm: normalized_shape {list(ns)} doesn't match the trailing "
                          f"dims of input of shape {tuple(shp)}")
-    dt = input._node.dtype
+    dt = input.dtype
     affine = [t for t in (weight, bias) if t is not None]
-    if all(t._node.shape == ns and t._node.dtype is dt for t in affine):
-        return apply(P.layer_norm, (input, *affine), (k, float(eps), weight is not None,
-                                                      bias is not None), shp, dt)
+    if all(t.shape == ns and t.dtype is dt for t in affine):
+        return record(P.layer_norm, (input, *affine), (k, float(eps), weight is not None,
+                                                       bias is not None), tuple(shp), dt)
     # affine parameters of another dtype or a broadcastable shape: the composed ops
     axes = tuple(range(len(shp) - k, len(shp)))
     mean = F.mean(input, axes, keepdim=True)
@@ -671,7 +670,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     _check_float(input, "group_norm")
-    shp = input._node.shape
+    shp = input.shape
     if len(shp) < 2 or shp[1] % num_groups:
         raise ValueError(f"group_norm: expected an input (N, C, *) with C divisible by "
                          f"num_groups={num_groups}, got shape {tuple(shp)}")
@@ -693,7 +692,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x², last dims) + eps) * weight; eps=None means finfo(dtype).eps."""
     _check_float(input, "rms_norm")
     ns = _norm_shape(normalized_shape)
-    shp = input._node.shape
+    shp = input.shape
     k = len(ns)
     if tuple(shp[len(shp) - k:]) != ns or k > len(shp):
         raise ValueError(f"rms_norm: normalized_shape {list(ns)} doesn't match the trailing "
@@ -750,7 +749,7 @@ def _embedding_renorm_(weight, input, max_norm, norm_type):
         norms = F.norm(weight, norm_type, 1, keepdim=True)
         scale = F.where(F.unsqueeze(used, 1) & (norms > max_norm),
                         max_norm / (norms + 1e-7), 1.0)
-        weight._rebind(weight * scale, "embedding_renorm_")
+        rebind(weight, weight * scale, "embedding_renorm_")
 
 
 def one_hot(tensor, num_classes=-1):
@@ -793,7 +792,7 @@ def pad(input, pad, mode="constant", value=None):
         if lo == 0 and hi == 0:
             continue
         dim = input.ndim - 1 - i
-        n = input._node.shape[dim]
+        n = input.shape[dim]
         idx = _const(("pad", n, lo, hi, mode), lambda: _pad_index(n, lo, hi, mode),
                      D.canonical(D.int32), input.device)
         y = F.index_select(y, dim, idx)
@@ -860,7 +859,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     else:
         raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, "
                                   f"nearest-exact, linear, bilinear, trilinear)")
-    spatial = input._node.shape[2:]
+    spatial = input.shape[2:]
     if (size is None) == (scale_factor is None):
         raise ValueError("interpolate: exactly one of size or scale_factor must be given")
     if size is not None:
@@ -895,7 +894,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                     idx, np.repeat(np.arange(n_in), n_out // n_in)):
                 # integer upscale: a broadcast + reshape (its gradient is a plain sum)
                 r = n_out // n_in
-                shp = y._node.shape
+                shp = y.shape
                 z = F.unsqueeze(y, dim + 1)
                 z = F.broadcast_to(z, shp[:dim + 1] + (r,) + shp[dim + 1:])
                 y = F.reshape(z, shp[:dim] + (n_out,) + shp[dim + 1:])
@@ -922,40 +921,61 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
 
     A bool attn_mask marks positions that TAKE PART in attention (True = keep); a float mask is
     added to the scores.  is_causal applies the lower-triangular mask."""
-    L, E = query._node.shape[-2], query._node.shape[-1]
-    S = key._node.shape[-2]
-    if key._node.shape[-1] != E or value._node.shape[-2] != S:
+    qs, ks, vs = query.shape, key.shape, value.shape
+    L, E = qs[-2], qs[-1]
+    S = ks[-2]
+    if ks[-1] != E or vs[-2] != S:
         raise ValueError(f"scaled_dot_product_attention: query {tuple(query.shape)}, key "
                          f"{tuple(key.shape)} and value {tuple(value.shape)} don't match "
                          f"(expected (..., L, E), (..., S, E), (..., S, Ev))")
     if enable_gqa and query.ndim >= 3:
-        hq, hk = query._node.shape[-3], key._node.shape[-3]
+        hq, hk = qs[-3], ks[-3]
         if hq != hk:
             if hq % hk:
                 raise ValueError(f"scaled_dot_product_attention: {hq} query heads are not a "
                                  f"multiple of {hk} key/value heads")
             key = _repeat_heads(key, hq // hk)
             value = _repeat_heads(value, hq // hk)
-    sc = 1.0 / math.sqrt(E) if scale is None else builtins.float(scale)
-    scores = F.einsum("...le,...se->...ls", query * sc, key)
     if is_causal:
         if attn_mask is not None:
             raise ValueError("scaled_dot_product_attention: pass either attn_mask or "
                              "is_causal=True, not both")
-        scores = F.where(_causal_mask(L, S, query.device), scores, _NEG_INF)
-    if attn_mask is not None:
-        if attn_mask.dtype is D.bool_:
-            scores = F.where(attn_mask, scores, _NEG_INF)
+        attn_mask = _causal_mask(L, S, query.device)
+    sc = 1.0 / math.sqrt(E) if scale is None else builtins.float(scale)
+    return _sdpa(query, key, value, sc, ((attn_mask, True),), dropout_p)[0]
+
+
+def _sdpa(query, key, value, sc, masks, dropout_p, layout=None):
+    """scaled_dot_product_attention's computation -> (output, attention weights).
+
+    masks: (mask, keep) pairs applied in order (None masks are skipped); a bool mask keeps its
+    True positions when `keep`, else it excludes them (multi-head attention's convention); a
+    float mask is added to the scores.  layout: None for (..., L, E) operands, or the einsum
+    subscripts of the query and key/value layout over n (batch), h (head), l / s (target /
+    source position) and d (feature) — the weights are then (n, h, l, s) and the output has
+    the query's layout — so multi_head_attention_forward records no transpose."""
+    if layout is None:
+        scores = F.einsum("...le,...se->...ls", query * sc, key)
+    else:
+        ql, kl = layout
+        scores = F.einsum(f"{ql},{kl}->nhls", query * sc, key)
+    for m, keep in masks:
+        if m is None:
+            continue
+        if m.dtype is D.bool_:
+            scores = F.where(m, scores, _NEG_INF) if keep else F.where(m, _NEG_INF, scores)
         else:
-            scores = scores + attn_mask
+            scores = scores + m
     w = F.softmax(scores, -1)
     if dropout_p > 0.0:
         w = dropout(w, dropout_p, True)
-    return F.matmul(w, value)
+    if layout is None:
+        return F.matmul(w, value), w
+    return F.einsum(f"nhls,{kl}->{ql}", w, value), w
 
 
 def _repeat_heads(x, r):
-    shp = x._node.shape
+    shp = x.shape
     z = F.broadcast_to(F.unsqueeze(x, -3), shp[:-2] + (r,) + shp[-2:])
     return F.reshape(z, shp[:-3] + (shp[-3] * r,) + shp[-2:])
 
@@ -988,43 +1008,75 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
         value = key if same_kv else F.unsqueeze(value, bdim)
         if key_padding_mask is not None:
             key_padding_mask = F.unsqueeze(key_padding_mask, 0)
-    same_kv = key is value
-    self_attn = same_kv and query is key
-    qs, ks = query._node.shape, key._node.shape
+    qs, ks, vs = query.shape, key.shape, value.shape
     n, L, E = qs[bdim], qs[1 - bdim], qs[2]
     S = ks[1 - bdim]
-    if ks[bdim] != n or value._node.shape[bdim] != n or value._node.shape[1 - bdim] != S:
+    if ks[bdim] != n or vs[bdim] != n or vs[1 - bdim] != S:
         raise ValueError(f"MultiheadAttention: query {tuple(query.shape)}, key "
                          f"{tuple(key.shape)} and value {tuple(value.shape)} don't agree on "
                          f"batch size / source length (batch_first={batch_first})")
     if E % num_heads:
         raise ValueError(f"embed_dim {E} not divisible by num_heads {num_heads}")
     hd = E // num_heads
+    q, k, v = _mha_in_projection(query, key, value, E, in_proj_weight, in_proj_bias,
+                                 use_separate_proj_weight, q_proj_weight, k_proj_weight,
+                                 v_proj_weight)
+    attn_mask, key_padding_mask = _mha_masks(attn_mask, key_padding_mask, is_causal, n,
+                                             num_heads, L, S, query.device)
+    if bias_k is not None or add_zero_attn:
+        k, v, attn_mask, key_padding_mask = _mha_extra_kv(
+            k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn, n, E,
+            batch_first)
+    q = F.reshape(q, q.shape[:2] + (num_heads, hd))
+    k = F.reshape(k, k.shape[:2] + (num_heads, hd))
+    v = F.reshape(v, v.shape[:2] + (num_heads, hd))
+    ql, kl = ("nlhd", "nshd") if batch_first else ("lnhd", "snhd")
+    out, w = _sdpa(q, k, v, 1.0 / math.sqrt(hd), ((attn_mask, False), (key_padding_mask, False)),
+                   dropout_p if training else 0.0, (ql, kl))
+    out = linear(F.reshape(out, out.shape[:2] + (E,)), out_proj_weight, out_proj_bias)
+    if not batched:
+        out = F.squeeze(out, bdim)
+    if not need_weights:
+        return out, None
+    if average_attn_weights:
+        w = F.mean(w, 1)
+    if not batched:
+        w = F.squeeze(w, 0)
+    return out, w
+
+
+def _mha_in_projection(query, key, value, E, in_proj_weight, in_proj_bias,
+                       use_separate_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight):
+    """q, k, v in the inputs' layout: one projection for self-attention (query is key is
+    value), one for the keys and values together when key is value."""
     if use_separate_proj_weight:
         bq = bk = bv = None
         if in_proj_bias is not None:
             bq, bk, bv = F.split(in_proj_bias, E)
-        q = linear(query, q_proj_weight, bq)
-        k = linear(key, k_proj_weight, bk)
-        v = linear(value, v_proj_weight, bv)
-    elif self_attn:
-        q, k, v = F.split(linear(query, in_proj_weight, in_proj_bias), E, -1)
+        return (linear(query, q_proj_weight, bq), linear(key, k_proj_weight, bk),
+                linear(value, v_proj_weight, bv))
+    same_kv = key is value
+    if same_kv and query is key:
+        return F.split(linear(query, in_proj_weight, in_proj_bias), E, -1)
+    wq, wkv = F.split(in_proj_weight, (E, 2 * E))
+    bq = bkv = None
+    if in_proj_bias is not None:
+        bq, bkv = F.split(in_proj_bias, (E, 2 * E))
+    q = linear(query, wq, bq)
+    if same_kv:
+        k, v = F.split(linear(key, wkv, bkv), E, -1)
     else:
-        wq, wkv = F.split(in_proj_weight, (E, 2 * E))
-        bq = bkv = None
-        if in_proj_bias is not None:
-            bq, bkv = F.split(in_proj_bias, (E, 2 * E))
-        q = linear(query, wq, bq)
-        if same_kv:
-            k, v = F.split(linear(key, wkv, bkv), E, -1)
-        else:
-            wk, wv = F.split(wkv, E)
-            bk, bv = F.split(bkv, E) if bkv is not None else (None, None)
-            k = linear(key, wk, bk)
-            v = linear(value, wv, bv)
-    # masks in the (N, H, L, S) layout of the scores
+        wk, wv = F.split(wkv, E)
+        bk, bv = F.split(bkv, E) if bkv is not None else (None, None)
+        k = linear(key, wk, bk)
+        v = linear(value, wv, bv)
+    return q, k, v
+
+
+def _mha_masks(attn_mask, key_padding_mask, is_causal, n, num_heads, L, S, device):
+    """The masks, checked, in the (N, H, L, S) layout of the scores (True = excluded)."""
     if is_causal and attn_mask is None:
-        attn_mask = F.logical_not(_causal_mask(L, S, query.device))
+        attn_mask = F.logical_not(_causal_mask(L, S, device))
     if attn_mask is not None:
         if attn_mask.ndim == 2:
             if tuple(attn_mask.shape) != (L, S):
@@ -1042,48 +1094,29 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
             raise ValueError(f"expected key_padding_mask of shape {(n, S)}, got "
                              f"{tuple(key_padding_mask.shape)}")
         key_padding_mask = F.reshape(key_padding_mask, (n, 1, 1, S))
+    return attn_mask, key_padding_mask
+
+
+def _mha_extra_kv(k, v, attn_mask, key_padding_mask, bias_k, bias_v, add_zero_attn, n, E,
+                  batch_first):
+    """One more key/value position per extra — the learned bias_k/bias_v, then zeros
+    (add_zero_attn) — with a column of the masks that lets it be attended."""
+    sdim = 1 if batch_first else 0     # the source-length dim of k and v
+    kv_shape = (n, 1, E) if batch_first else (1, n, E)
     for extra in ((bias_k, bias_v) if bias_k is not None else None,
                   "zero" if add_zero_attn else None):
         if extra is None:
             continue
-        # one more key/value position: the learned bias_k/bias_v, or zeros (add_zero_attn)
-        kv_shape = (n, 1, E) if batch_first else (1, n, E)
         if extra == "zero":
             ek = ev = F.zeros(kv_shape, dtype=k.dtype, device=k.device)
         else:
             ek = F.broadcast_to(F.reshape(extra[0], (1, 1, E)), kv_shape)
             ev = F.broadcast_to(F.reshape(extra[1], (1, 1, E)), kv_shape)
-        k = F.cat([k, ek], 1 - bdim)
-        v = F.cat([v, ev], 1 - bdim)
+        k = F.cat([k, ek], sdim)
+        v = F.cat([v, ev], sdim)
         attn_mask = _pad_mask_column(attn_mask)
         key_padding_mask = _pad_mask_column(key_padding_mask)
-        S += 1
-    q = F.reshape(q, q._node.shape[:2] + (num_heads, hd))
-    k = F.reshape(k, k._node.shape[:2] + (num_heads, hd))
-    v = F.reshape(v, v._node.shape[:2] + (num_heads, hd))
-    ql, kl = ("nl", "ns") if batch_first else ("ln", "sn")
-    scores = F.einsum(f"{ql}hd,{kl}hd->nhls", q * (1.0 / math.sqrt(hd)), k)
-    for m in (attn_mask, key_padding_mask):
-        if m is None:
-            continue
-        if m.dtype is D.bool_:
-            scores = F.where(m, _NEG_INF, scores)
-        else:
-            scores = scores + m
-    w = F.softmax(scores, -1)
-    if dropout_p > 0.0 and training:
-        w = dropout(w, dropout_p, True)
-    out = F.einsum(f"nhls,{kl}hd->{ql}hd", w, v)
-    out = linear(F.reshape(out, out._node.shape[:2] + (E,)), out_proj_weight, out_proj_bias)
-    if not batched:
-        out = F.squeeze(out, bdim)
-    if not need_weights:
-        return out, None
-    if average_attn_weights:
-        w = F.mean(w, 1)
-    if not batched:
-        w = F.squeeze(w, 0)
-    return out, w
+    return k, v, attn_mask, key_padding_mask
 
 
 def _pad_mask_column(m):
@@ -1246,7 +1279,8 @@ def _class_targets(input, target, op):
             raise ValueError(f"{op}: for unbatched input of shape {tuple(input.shape)} the "
                              f"target must be 0-D, got shape {tuple(target.shape)}")
         return F.unsqueeze(input, 0), F.unsqueeze(target, 0), True
-    want = (input._node.shape[0],) + input._node.shape[2:]
+    shp = input.shape
+    want = (shp[0],) + shp[2:]
     if tuple(target.shape) != want:
         raise ValueError(f"{op}: expected target of shape {want} for input of shape "
                          f"{tuple(input.shape)}, got {tuple(target.shape)}")
@@ -1258,16 +1292,16 @@ def _nll(logp, target, weight, ignore_index, reduction, op):
     if target.dtype.kind not in "iu":
         raise TypeError(f"{op}: expected integer class-index targets, got {target.dtype}")
     logp, target, unbatched = _class_targets(logp, target, op)
-    c = logp._node.shape[1]
+    c = logp.shape[1]
     if weight is not None and tuple(weight.shape) != (c,):
         raise ValueError(f"{op}: weight of shape {tuple(weight.shape)} should have {c} "
                          f"elements (one per class)")
     if weight is None:
         if reduction not in ("none", "sum", "mean"):
             raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction")
-        shape = (target._node.shape if reduction == "none" else ())
-        loss = apply(P.nll, (logp, target), (int(ignore_index), reduction), shape,
-                     logp._node.dtype)
+        shape = tuple(target.shape) if reduction == "none" else ()
+        loss = record(P.nll, (logp, target), (int(ignore_index), reduction), shape,
+                      logp.dtype)
         return F.squeeze(loss, 0) if unbatched and reduction == "none" else loss
     t1 = F.unsqueeze(target, 1)
     picked = F.gather(logp, 1, t1)                     # (N, 1, *)
@@ -1305,7 +1339,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                          f"{label_smoothing}")
     cdim = 1 if input.ndim >= 2 else 0
-    c = input._node.shape[cdim]
+    c = input.shape[cdim]
     logp = F.log_softmax(input, cdim)
     if target.dtype.is_floating_point:
         if tuple(target.shape) != tuple(input.shape):

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import math
 
-from .. import ops as F
-from .. import random as R
-from ..autograd import no_grad
-from ..tensor import Tensor
+from ..extend import Tensor, from_numpy, no_grad, ops as F, random as R, rebind
 
 
 def calculate_gain(nonlinearity: str, param=None) -> float:
@@ -84,7 +81,7 @@ def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, 
     with no_grad():
         z = R.trunc_normal(tuple(tensor.shape), lo, hi, dtype=tensor.dtype,
                            device=tensor.device)
-        return tensor._rebind(z * float(std) + float(mean), "trunc_normal_")
+        return rebind(tensor, z * float(std) + float(mean), "trunc_normal_")
 
 
 def constant_(tensor, val: float):
@@ -105,7 +102,7 @@ def eye_(tensor):
     if tensor.dim() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
     with no_grad():
-        return tensor._rebind(F.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype,
+        return rebind(tensor, F.eye(tensor.shape[0], tensor.shape[1], dtype=tensor.dtype,
                                     device=tensor.device), "eye_")
 
 
@@ -124,9 +121,8 @@ def dirac_(tensor, groups: int = 1):
     for g in range(groups):
         for d in range(m):
             w[(g * out_per + d, d) + centre] = 1
-    from ..tensor import from_numpy
     with no_grad():
-        return tensor._rebind(from_numpy(w, device=tensor.device), "dirac_")
+        return rebind(tensor, from_numpy(w, device=tensor.device), "dirac_")
 
 
 def xavier_uniform_(tensor, gain: float = 1.0, generator=None):
@@ -194,7 +190,7 @@ def orthogonal_(tensor, gain: float = 1.0, generator=None):
         if rows > cols:
             x = F.transpose(x, 0, 1)
         q = F.reshape(x * float(gain), tuple(tensor.shape))
-        return tensor._rebind(q, "orthogonal_")
+        return rebind(tensor, q, "orthogonal_")
 
 
 def sparse_(tensor, sparsity, std=0.01, generator=None):
@@ -207,7 +203,7 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
         # rank of a uniform key within each column: the num_zeros smallest become zero
         keys = R.rand((rows, cols), device=tensor.device)
         ranks = F.sum(F.lt(F.unsqueeze(keys, 0), F.unsqueeze(keys, 1)).to(vals.dtype), dim=1)
-        return tensor._rebind(F.where(ranks < num_zeros, 0.0, vals), "sparse_")
+        return rebind(tensor, F.where(ranks < num_zeros, 0.0, vals), "sparse_")
 
 
 # PyTorch's deprecated non-underscore aliases

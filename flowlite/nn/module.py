@@ -15,17 +15,15 @@ from __future__ import annotations
 import collections
 import copy
 import itertools
-import weakref
 from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from .. import dtypes as D
-from ..autograd import no_grad
-from ..tensor import Tensor, from_numpy
-from ..ops import to_dtype
-from ..executor import register_pending
-from ..compile import register_guard
+from .. import extend
+from ..extend import Tensor, dtypes as D, from_numpy, no_grad, set_value, share
+from ..extend import ops as _ops
+
+to_dtype = _ops.to_dtype
 
 
 class Parameter(Tensor):
@@ -34,11 +32,10 @@ class Parameter(Tensor):
 
     def __init__(self, data=None, requires_grad=True):
         if data is None:
-            from ..ops import empty
-            data = empty(0)
+            data = _ops.empty(0)
         elif not isinstance(data, Tensor):
             data = from_numpy(np.array(data))   # a private copy (see load_state_dict)
-        super().__init__(data._node)
+        extend.share_into(self, data)
         if requires_grad:
             self.requires_grad_(True)
 
@@ -48,9 +45,9 @@ class Parameter(Tensor):
     def __deepcopy__(self, memo):
         r = memo.get(id(self))
         if r is None:
-            r = memo[id(self)] = Parameter(Tensor(self._node), self.requires_grad)
+            r = memo[id(self)] = Parameter(share(self), self.requires_grad)
             if self.grad is not None:
-                r.grad = Tensor(self.grad._node)
+                r.grad = share(self.grad)
         return r
 
     def __reduce__(self):
@@ -64,8 +61,8 @@ def _parameter_from_pickle(arr, requires_grad):
 def _copy_handle(t: Tensor) -> Tensor:
     """A new handle on the same (immutable) node: a lazy, sync-free deep copy."""
     if isinstance(t, Parameter):
-        return Parameter(Tensor(t._node), t.requires_grad)
-    out = Tensor(t._node)
+        return Parameter(share(t), t.requires_grad)
+    out = share(t)
     if t.requires_grad and t.is_leaf:
         out.requires_grad_(True)
     return out
@@ -399,8 +396,7 @@ class Module:
             if set_to_none:
                 p.grad = None
             else:
-                from ..ops import zeros_like
-                p.grad = zeros_like(p.grad)
+                p.grad = _ops.zeros_like(p.grad)
 
     def apply(self, fn) -> "Module":
         for m in self.children():
@@ -418,20 +414,18 @@ class Module:
                             continue
                         new = fn(p)
                         if new is not p:
-                            p._node = new._node
-                            _mark_pending(p)
+                            set_value(p, new)
                         if p.grad is not None:
                             g = fn(p.grad)
                             if g is not p.grad:
-                                p.grad = Tensor(g._node)
+                                p.grad = share(g)
                 if buffers:
                     for k, b in m._buffers.items():
                         if b is None:
                             continue
                         new = fn(b)
                         if new is not b:
-                            b._node = new._node
-                            _mark_pending(b)
+                            set_value(b, new)
         return self
 
     def to(self, *args, **kwargs) -> "Module":
@@ -442,7 +436,7 @@ class Module:
         kwargs.pop("non_blocking", None)
         if kwargs:
             raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
-        from ..device import Device
+        Device = extend.Device
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
@@ -464,11 +458,10 @@ class Module:
         def convert(t):
             out = t
             if device is not None:
-                from ..device import device as mk
-                if mk(device) is not t.device:
-                    out = Tensor(out.to(device)._node)
+                if extend.device(device) is not t.device:
+                    out = share(out.to(device))
             if dtype is not None and out.dtype.is_floating_point and out.dtype is not dtype:
-                out = to_dtype(Tensor(out._node), dtype)
+                out = to_dtype(share(out), dtype)
             return out
         return self._apply_tensors(convert)
 
@@ -497,10 +490,10 @@ class Module:
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         for name, p in self._parameters.items():
             if p is not None:
-                destination[prefix + name] = p if keep_vars else Tensor(p._node)
+                destination[prefix + name] = p if keep_vars else share(p)
         for name, b in self._buffers.items():
             if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b if keep_vars else Tensor(b._node)
+                destination[prefix + name] = b if keep_vars else share(b)
 
     def state_dict(self, *args, destination=None, prefix: str = "", keep_vars: bool = False):
         if args:  # PyTorch's deprecated positional form (destination, prefix, keep_vars)
@@ -553,12 +546,10 @@ class Module:
                 # which the caller (e.g. a live PyTorch tensor's .numpy()) could still mutate
                 src = from_numpy(np.array(arr, dtype=target.dtype.np), device=target.device)
             elif src.device is not target.device:
-                src = Tensor(src.to(target.device)._node)
+                src = share(src.to(target.device))
             if src.dtype is not target.dtype and not assign:
-                src = to_dtype(Tensor(src._node), target.dtype)
-            target._node = src._node
-            if src.is_pending:
-                _mark_pending(target)
+                src = to_dtype(share(src), target.dtype)
+            set_value(target, src)
         for key in state_dict:
             if key.startswith(prefix):
                 rest = key[len(prefix):]
@@ -635,15 +626,9 @@ def _value_shape(v):
             return None
 
 
-def _mark_pending(t: Tensor) -> None:
-    """After rebinding `t._node` directly: make a pending node a root of the next sync."""
-    if t.is_pending:
-        register_pending(weakref.ref(t))
-
-
 def _modes(m: Module) -> tuple:
     return tuple(x.training for x in m.modules())
 
 
 # a compiled step replays only while the train/eval modes it was traced with still hold
-register_guard(Module, _modes, lambda: MODE_VERSION[0])
+extend.register_guard(Module, _modes, lambda: MODE_VERSION[0])

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import math
 
-import flowlite as fl
-from ..control_flow import scan
-from ..random import bernoulli_mask
+from ..extend import ops as F, random as R, scan
 from . import init
 from .module import Module, Parameter
 
@@ -45,16 +43,16 @@ class RNNBase(Module):
             for d in range(dirs):
                 sfx = f"_l{layer}" + ("_reverse" if d else "")
                 names = [f"weight_ih{sfx}", f"weight_hh{sfx}"]
-                setattr(self, names[0], Parameter(fl.empty(g * hidden_size, in_size,
-                                                           dtype=dtype, device=device)))
-                setattr(self, names[1], Parameter(fl.empty(g * hidden_size, hidden_size,
-                                                           dtype=dtype, device=device)))
+                setattr(self, names[0], Parameter(F.empty(g * hidden_size, in_size,
+                                                          dtype=dtype, device=device)))
+                setattr(self, names[1], Parameter(F.empty(g * hidden_size, hidden_size,
+                                                          dtype=dtype, device=device)))
                 if bias:
                     names += [f"bias_ih{sfx}", f"bias_hh{sfx}"]
-                    setattr(self, names[2], Parameter(fl.empty(g * hidden_size, dtype=dtype,
-                                                               device=device)))
-                    setattr(self, names[3], Parameter(fl.empty(g * hidden_size, dtype=dtype,
-                                                               device=device)))
+                    setattr(self, names[2], Parameter(F.empty(g * hidden_size, dtype=dtype,
+                                                              device=device)))
+                    setattr(self, names[3], Parameter(F.empty(g * hidden_size, dtype=dtype,
+                                                              device=device)))
                 self._names.append(names)
         self.reset_parameters()
 
@@ -88,8 +86,8 @@ class RNNBase(Module):
 
     def _zeros_state(self, batch, x):
         dirs = 2 if self.bidirectional else 1
-        return fl.zeros(self.num_layers * dirs, batch, self.hidden_size, dtype=x.dtype,
-                        device=x.device)
+        return F.zeros(self.num_layers * dirs, batch, self.hidden_size, dtype=x.dtype,
+                       device=x.device)
 
     def _check_state(self, h, batch, name):
         dirs = 2 if self.bidirectional else 1
@@ -135,15 +133,15 @@ class RNNBase(Module):
                 outs.append(out)
                 hs.append(h)
                 cs.append(c)
-            layer_in = outs[0] if dirs == 1 else fl.cat(outs, -1)
+            layer_in = outs[0] if dirs == 1 else F.cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 keep = 1.0 - self.dropout
-                layer_in = layer_in * bernoulli_mask(tuple(layer_in.shape), keep,
-                                                     dtype=layer_in.dtype,
-                                                     device=layer_in.device) / keep
+                layer_in = layer_in * R.bernoulli_mask(tuple(layer_in.shape), keep,
+                                                       dtype=layer_in.dtype,
+                                                       device=layer_in.device) / keep
         output = layer_in
-        h_n = fl.stack(hs, 0)
-        c_n = fl.stack(cs, 0) if is_lstm else None
+        h_n = F.stack(hs, 0)
+        c_n = F.stack(cs, 0) if is_lstm else None
         if unbatched:
             output = output.squeeze(1)
             h_n = h_n.squeeze(1)
@@ -167,12 +165,12 @@ class RNNBase(Module):
             def step(carry, xt):
                 h, c = carry
                 gates = xt + h @ w_hh_t
-                i = fl.sigmoid(gates[:, :H])
-                f = fl.sigmoid(gates[:, H:2 * H])
-                g = fl.tanh(gates[:, 2 * H:3 * H])
-                o = fl.sigmoid(gates[:, 3 * H:])
+                i = F.sigmoid(gates[:, :H])
+                f = F.sigmoid(gates[:, H:2 * H])
+                g = F.tanh(gates[:, 2 * H:3 * H])
+                o = F.sigmoid(gates[:, 3 * H:])
                 c = f * c + i * g
-                h = o * fl.tanh(c)
+                h = o * F.tanh(c)
                 return (h, c), h
             (h, c), ys = scan(step, (h0, c0), xw, reverse=reverse)
             return ys, h, c
@@ -181,14 +179,14 @@ class RNNBase(Module):
                 gh = h @ w_hh_t
                 if b_hh is not None:
                     gh = gh + b_hh
-                r = fl.sigmoid(xt[:, :H] + gh[:, :H])
-                z = fl.sigmoid(xt[:, H:2 * H] + gh[:, H:2 * H])
-                n = fl.tanh(xt[:, 2 * H:] + r * gh[:, 2 * H:])
+                r = F.sigmoid(xt[:, :H] + gh[:, :H])
+                z = F.sigmoid(xt[:, H:2 * H] + gh[:, H:2 * H])
+                n = F.tanh(xt[:, 2 * H:] + r * gh[:, 2 * H:])
                 h = (1 - z) * n + z * h
                 return h, h
             h, ys = scan(step, h0, xw, reverse=reverse)
             return ys, h, None
-        act = fl.tanh if mode == "RNN_TANH" else fl.relu
+        act = F.tanh if mode == "RNN_TANH" else F.relu
 
         def step(h, xt):
             h = act(xt + h @ w_hh_t)

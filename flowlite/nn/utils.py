@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import math
 
-from .. import ops as F
-from ..autograd import no_grad
-from ..tensor import Tensor
+from ..extend import Tensor, no_grad, ops as F
 
 
 def _tensors(parameters):

@@ -1,7 +1,7 @@
 """Argument checks shared by the optimizers, with PyTorch's messages."""
 from __future__ import annotations
 
-from ..tensor import Tensor
+from ..extend import Tensor
 
 
 def _num(v):

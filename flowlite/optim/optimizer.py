@@ -16,15 +16,11 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from .. import dtypes as D
-from .. import executor
-from .. import primitives as P
-from ..autograd import no_grad
-from ..ir import Prim
-from ..ir import DATA, intern_sig, node_with_sig, scalar_node
-from ..metrics import _C, user_site
-from ..ops import to_dtype
-from ..tensor import Tensor, apply, from_jax
+from .. import extend
+from ..extend import (Tensor, dtypes as D, from_jax, no_grad, rebind, record_into, share,
+                      user_site)
+
+to_dtype = extend.ops.to_dtype
 
 # registry of optax transformations used by recorded update nodes (attrs hold the key)
 _TX: dict = {}
@@ -37,7 +33,6 @@ def _register_tx(key, build):
     return key
 
 
-_proj_sigs: dict = {}
 _causes: dict = {}
 
 
@@ -46,26 +41,6 @@ def _step_cause(site):
     if c is None:
         c = _causes[site] = f"optimizer.step() at {site}"
     return c
-
-
-def _rebind_outputs(node, targets, shapes, dts):
-    """Point each parameter / state tensor at its output of the update node.  The same as
-    `t._rebind(tuple_get(out, j))` under no_grad (shapes and dtypes match by construction),
-    without a Tensor per output: this runs for every parameter on every step."""
-    n = len(targets)
-    key = (shapes, dts)
-    sigs = _proj_sigs.get(key)
-    if sigs is None:
-        sigs = _proj_sigs[key] = [intern_sig((P.tuple_get, (j, n), shapes[j], dts[j], 1))
-                                  for j in range(n)]
-    ins = (node,)
-    device = node.device
-    register = executor.register_pending
-    for j in range(n):
-        t = targets[j]
-        t._node = node_with_sig(P.tuple_get, ins, (j, n), shapes[j], dts[j], device, sigs[j])
-        register(weakref.ref(t))
-    _C["ops"] += n
 
 
 def _lower_update(attrs, *xs):
@@ -100,8 +75,8 @@ def _update_inplace(attrs, j):
     return j if j < n else n + j
 
 
-optax_update = Prim("optax_update", _lower_update, None, multi=True, nondiff=True,
-                    inplace=_update_inplace)
+optax_update = extend.primitive("optax_update", _lower_update, None, multi=True, nondiff=True,
+                                inplace=_update_inplace)
 
 
 class _RequiredParameter:
@@ -125,7 +100,7 @@ class Optimizer:
         self.state: dict = {}
         self._opt_state: list = []   # per group: list of state Tensors (optax leaves)
         self._treedefs: list = []
-        self._update_sigs: dict = {}   # group index -> (attrs, shapes, dtypes, update sig)
+        self._update_memo: dict = {}   # group index -> record_into's memo for its update
         self._keys: list = []        # per group: registry key of the transformation in use
         self._step_count = 0
         params = list(params)
@@ -137,7 +112,7 @@ class Optimizer:
             self.add_param_group(g)
         # materialise initial parameters and state now, so the first training step
         # already has the steady-state graph (one compile for the whole loop)
-        executor.sync("optimizer init")
+        extend.sync("optimizer init")
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
@@ -260,14 +235,13 @@ class Optimizer:
     def step(self, closure=None):
         loss = None
         if closure is not None:
-            from ..autograd import enable_grad
-            with enable_grad():
+            with extend.enable_grad():
                 loss = closure()
         with no_grad():
             for gi in range(len(self.param_groups)):
                 self._record_group(gi)
         self._step_count += 1
-        executor.sync(_step_cause(user_site(2)))
+        extend.sync(_step_cause(user_site(2)))
         return loss
 
     def _record_group(self, gi):
@@ -286,37 +260,26 @@ class Optimizer:
         ps = params
         gs = [p.grad for p in ps]
         for p, g in zip(ps, gs):
-            if g._node.shape != p._node.shape:
-                raise RuntimeError(f"optimizer: gradient shape {tuple(g.shape)} does not match "
-                                   f"parameter shape {tuple(p.shape)}")
+            gshape, pshape = g.shape, p.shape
+            if gshape != pshape:
+                raise RuntimeError(f"optimizer: gradient shape {tuple(gshape)} does not match "
+                                   f"parameter shape {tuple(pshape)}")
         hps = [self._hparam(gi, k, hyper[k]) for k in hp_names]
         targets = list(ps) + state
         inputs = tuple(ps) + tuple(gs) + tuple(state) + tuple(hps)
-        shapes = tuple([t._node.shape for t in targets])
-        dts = tuple([t._node.dtype for t in targets])
         attrs = (key, len(ps), treedef, hp_names, bool(group.get("maximize", False)))
-        # the update node's signature hashes every shape and the optax treedef: intern it
-        # once per group and reuse it while nothing it covers has changed
-        memo = self._update_sigs.get(gi)
-        if memo is not None and memo[0] == attrs and memo[1] == shapes and memo[2] == dts:
-            nodes = tuple([t._node for t in inputs])
-            device = nodes[0].device
-            for n in nodes:
-                if n.device is not device and n.device is not None:
-                    apply(optax_update, inputs, attrs, shapes, dts)   # raises the device error
-            node = node_with_sig(optax_update, nodes, attrs, shapes, dts, device, memo[3])
-            _C["ops"] += 1
-        else:
-            node = apply(optax_update, inputs, attrs, shapes, dts)._node
-            self._update_sigs[gi] = (attrs, shapes, dts, node.sig)
-        _rebind_outputs(node, targets, shapes, dts)
+        # the update node's signature hashes every shape and the optax treedef: record_into
+        # interns it once per group and reuses it while nothing it covers has changed
+        memo = self._update_memo.get(gi)
+        if memo is None:
+            memo = self._update_memo[gi] = {}
+        record_into(targets, optax_update, inputs, attrs, memo)
 
     def _hparam(self, gi, name, value):
         # always data (never a baked constant) and tagged with its source, so a replayed
         # step (flowlite.compile) re-reads the current value from the param group
-        t = Tensor(scalar_node(float(_as_float(value)), D.float32))
-        t._node.site = ("hparam", weakref.ref(self), gi, name)
-        return t
+        return extend.host_scalar(float(_as_float(value)), D.float32,
+                                  ("hparam", weakref.ref(self), gi, name))
 
     def current_hparam(self, gi, name) -> float:
         return float(_as_float(self._tx_for(gi)[1][name]))
@@ -326,14 +289,13 @@ class Optimizer:
         # params without grads get zero grads but keep their state untouched by masking.
         group = self.param_groups[gi]
         params = group["params"]
-        from ..ops import zeros_like
         saved = {}
         for i, p in enumerate(params):
             if p.grad is None:
                 saved[i] = p
-                p.grad = zeros_like(p)
-        old_params = [Tensor(p._node) for p in params]
-        old_state = [Tensor(s._node) for s in self._opt_state[gi]]
+                p.grad = extend.ops.zeros_like(p)
+        old_params = [share(p) for p in params]
+        old_state = [share(s) for s in self._opt_state[gi]]
         try:
             self._record_group(gi)
         finally:
@@ -342,11 +304,11 @@ class Optimizer:
         # restore params (and their state entries) that had no gradient
         state = self._opt_state[gi]
         for i in saved:
-            params[i]._rebind(old_params[i], "optimizer.step")
+            rebind(params[i], old_params[i], "optimizer.step")
         per_param = _state_index(self._treedefs[gi], len(params))
         for j, owner in enumerate(per_param):
             if owner in saved:
-                state[j]._rebind(old_state[j], "optimizer.step")
+                rebind(state[j], old_state[j], "optimizer.step")
 
     # -- (de)serialisation ----------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -357,7 +319,7 @@ class Optimizer:
             d["params"] = list(range(idx, idx + len(g["params"])))
             idx += len(g["params"])
             groups.append(d)
-        state = {gi: {f"leaf{j}": Tensor(t._node) for j, t in enumerate(st)}
+        state = {gi: {f"leaf{j}": share(t) for j, t in enumerate(st)}
                  for gi, st in enumerate(self._opt_state)}
         return {"state": state, "param_groups": groups, "step": self._step_count}
 
@@ -397,16 +359,19 @@ class Optimizer:
                                      f"{tuple(v.shape)} in the state dict, {tuple(t.shape)} "
                                      "expected")
                 with no_grad():
-                    t._rebind(to_dtype(v.to(t.device), t.dtype), "load_state_dict")
+                    rebind(t, to_dtype(v.to(t.device), t.dtype), "load_state_dict")
         self._step_count = int(sd.get("step", 0))
 
 
 def _place_like(v, params):
     """Optimizer state lives where its parameter lives (same device, same sharding)."""
-    from ..distributed import put
+    put = extend.put
+    vshape = tuple(v.shape)
     for p in params:
-        if tuple(p.shape) == tuple(v.shape) and p._node.op is DATA:
-            return put(v, p._node.value.sharding)
+        if tuple(p.shape) == vshape:
+            arr = extend.device_array(p)
+            if arr is not None:
+                return put(v, arr.sharding)
     if params:
         dev = params[0].device
         mesh = getattr(dev, "mesh", None)

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import math
 
-from ... import dtypes as D
-from ... import ops as F
+from ...extend import dtypes as D, ops as F
 from .. import init
 from ..module import Parameter
 

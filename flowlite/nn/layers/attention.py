@@ -1,7 +1,7 @@
 """MultiheadAttention with PyTorch's parameters, key names and masking conventions."""
 from __future__ import annotations
 
-from ... import dtypes as D
+from ...extend import dtypes as D
 from .. import functional as Fn
 from .. import init
 from ..module import Module

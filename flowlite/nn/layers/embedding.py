@@ -1,8 +1,7 @@
 """Embedding: a lookup table, weight (num_embeddings, embedding_dim) ~ N(0, 1)."""
 from __future__ import annotations
 
-from ...autograd import no_grad
-from ...tensor import Tensor
+from ...extend import Tensor, no_grad, share
 from .. import functional as Fn
 from .. import init
 from ..module import Module, Parameter
@@ -75,4 +74,4 @@ class Embedding(Module):
             raise ValueError("Embeddings parameter is expected to be a 2-dimensional tensor")
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
-                   _weight=Tensor(embeddings._node), _freeze=freeze)
+                   _weight=share(embeddings), _freeze=freeze)

@@ -1,7 +1,7 @@
 """Flatten and Unflatten."""
 from __future__ import annotations
 
-from ... import ops as F
+from ...extend import ops as F
 from ..module import Module
 
 

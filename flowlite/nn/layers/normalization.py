@@ -6,9 +6,7 @@ and the update is part of the training step's one executable.
 """
 from __future__ import annotations
 
-from ... import dtypes as D
-from ... import ops as F
-from ...autograd import no_grad
+from ...extend import dtypes as D, no_grad, ops as F
 from .. import functional as Fn
 from .. import init
 from ..module import Module
