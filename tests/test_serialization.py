@@ -9,9 +9,11 @@ import os
 import pathlib
 import pickle
 import random
+import re
 import signal
 import struct
 import time
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -214,11 +216,11 @@ def test_wrong_magic_and_version(good_file, tmp_path):
 
 @pytest.mark.parametrize("tree,msg", [
     ({"$tensor": {"dtype": "float32", "shape": [100], "offset": 0, "nbytes": 400}},
-     "does not fit"),
+     "outside the 8-byte data section"),
     ({"$tensor": {"dtype": "object", "shape": [1], "offset": 0, "nbytes": 8}}, "unknown dtype"),
     ({"$ndarray": {"dtype": "O", "shape": [1], "offset": 0, "nbytes": 8}}, "unknown dtype"),
     ({"$tensor": {"dtype": "float32", "shape": [-2], "offset": 0, "nbytes": 8}}, "malformed"),
-    ({"$dict": [[[1], 2]]}, "unhashable"),
+    ({"$dict": [[[1], 2]]}, "unsupported dict key"),
     ({"$set": [1]}, "unknown header node"),
     ({"a": 1, "b": 2}, "unexpected header node"),
 ])
@@ -226,6 +228,242 @@ def test_validated_header_fields(tmp_path, tree, msg):
     (tmp_path / "h.fl").write_bytes(craft(tree, b"\0" * 8))
     with pytest.raises(ValueError, match=msg):
         fl.load(tmp_path / "h.fl")
+
+
+# ---- hostile files: every field validated, allocation bounded by the file -------------------------
+class _Named(io.BytesIO):
+    name = "mem.fl"          # so the error names "the file"
+
+
+def load_bytes(raw):
+    return fl.load(_Named(raw))
+
+
+def seal(header: bytes, data=b""):
+    """A file around arbitrary header bytes, with a correct length and checksum."""
+    head = struct.pack("<8sIQ", b"\x89FLWLT\r\n", 1, len(header)) + header
+    head += b"\0" * (-len(head) % 64)
+    body = head + data
+    return body + hashlib.sha256(body).digest() + b"FLWLTEND"
+
+
+def arr(tag="$ndarray", dtype="float32", shape=(2,), offset=0, nbytes=None):
+    itemsize = {"float32": 4, "bfloat16": 2, "bool": 1, "uint8": 1, "int64": 8}.get(dtype, 4)
+    entry = {"dtype": dtype, "shape": list(shape), "offset": offset,
+             "nbytes": int(np.prod(shape)) * itemsize if nbytes is None else nbytes}
+    if tag == "$tensor":
+        entry["requires_grad"] = False
+    return {tag: entry}
+
+
+def refused(raw, *patterns):
+    with pytest.raises(ValueError) as info:
+        load_bytes(raw)
+    msg = str(info.value)
+    assert msg.startswith("flowlite.load: mem.fl: "), msg
+    for p in patterns:
+        assert re.search(p, msg), (p, msg)
+    return msg
+
+
+@pytest.mark.parametrize("entry, data_len", [
+    (arr(offset=64), 64),                                  # starts at the end of the data
+    (arr(offset=0, shape=(20,)), 64),                      # runs past it
+    (arr(offset=2 ** 70), 64),                             # far outside
+    (arr(offset=64, shape=(0,)), 64),                      # an empty array needs a slot too
+])
+def test_byte_range_must_lie_inside_the_data_section(entry, data_len):
+    refused(craft(entry, b"\0" * data_len), "outside the 64-byte data section")
+
+
+@pytest.mark.parametrize("tree", [
+    [arr(), arr()],                                                    # the same bytes twice
+    [arr("$tensor"), arr()],                                           # tensor and array
+    [arr("$tensor"), arr("$tensor", shape=(1,))],                      # two tensors at 0
+    [arr("$tensor"), arr("$tensor", dtype="bfloat16", shape=(4,))],
+    [arr(shape=(32,)), arr(offset=64)],                                # partial overlap
+    [arr(offset=64), arr(offset=0)],                                   # out of order
+])
+def test_overlapping_entries_are_refused(tree):
+    refused(craft(tree, b"\0" * 256), "overlaps or precedes|two different tensor entries")
+
+
+def test_a_shared_tensor_is_the_one_repeated_entry_allowed():
+    t = arr("$tensor")
+    got = load_bytes(craft([t, t, {"$tuple": [t]}], b"\0" * 64))
+    assert got[0] is got[1] is got[2][0]
+
+
+@pytest.mark.parametrize("entry", [
+    arr(shape=(2,), nbytes=4),                # too few bytes for 2 float32
+    arr(shape=(2,), nbytes=12),               # too many
+    arr(dtype="bfloat16", shape=(4,), nbytes=16),
+    arr(dtype="bool", shape=(3, 2), nbytes=3),
+    arr(shape=(0, 5), nbytes=4),
+])
+def test_byte_count_must_equal_shape_times_itemsize(entry):
+    refused(craft(entry, b"\0" * 64), r"needs \d+ bytes, its entry says \d+")
+
+
+@pytest.mark.parametrize("shape", [
+    [-1], [2, -3], [1.0], ["2"], [True], [None], [[2]], "2", None, 2, {"0": 2},
+    [2 ** 64],                               # not an int numpy could hold
+    [0, 2 ** 62, 2 ** 62],                   # zero elements, but no array can span that
+    [1] * 65,                                # more dimensions than numpy allows
+])
+def test_shape_must_be_a_list_of_non_negative_ints(shape):
+    entry = {"$ndarray": {"dtype": "float32", "shape": shape, "offset": 0, "nbytes": 0}}
+    refused(craft(entry, b"\0" * 64), "malformed shape|too large")
+
+
+@pytest.mark.parametrize("dtype", ["object", "O", "<f4", "float128", "float", "int", "complex64",
+                                   "", None, 4, ["float32"], {"float32": 1}])
+def test_dtype_must_be_known(dtype):
+    for tag in ("$tensor", "$ndarray"):
+        entry = {tag: {"dtype": dtype, "shape": [1], "offset": 0, "nbytes": 4}}
+        refused(craft(entry, b"\0" * 64), "unknown dtype")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("offset", -64), ("offset", 1.0), ("offset", "0"), ("offset", None), ("offset", True),
+    ("offset", 8), ("nbytes", -8), ("nbytes", 8.0), ("requires_grad", 1),
+    ("requires_grad", "yes"),
+])
+def test_offsets_and_fields_are_checked(field, value):
+    entry = arr("$tensor")
+    entry["$tensor"][field] = value
+    refused(craft(entry, b"\0" * 64), field if field != "offset" or value != 8 else "multiple")
+
+
+def test_deep_nesting_is_a_value_error_not_a_recursion_error():
+    deep = b"[" * 100_000 + b"]" * 100_000
+    refused(seal(b'{"tree":' + deep + b',"data_bytes":0}'), "nested too deeply")
+    refused(seal(b'{"tree":1,"data_bytes":0,"x":' + b'{"a":' * 50_000 + b"1" + b"}" * 50_000
+                 + b"}"), "nested too deeply")
+    limit = ser._MAX_DEPTH
+
+    def nest(n, wrap):
+        x = 1
+        for _ in range(n):
+            x = wrap(x)
+        return x
+    for wrap in (lambda x: [x], lambda x: {"$tuple": [x]}, lambda x: {"$dict": [["k", x]]}):
+        refused(craft(nest(limit + 1, wrap)), f"nested deeper than {limit} levels")
+        assert load_bytes(craft(nest(limit, wrap))) is not None
+    # save draws the line at the same depth
+    for wrap in (lambda x: [x], lambda x: (x,), lambda x: {"k": x}):
+        buf = io.BytesIO()
+        fl.save(nest(limit, wrap), buf)
+        assert load_bytes(buf.getvalue()) == nest(limit, wrap)
+        with pytest.raises(ValueError, match=f"nested deeper than {limit} levels"):
+            fl.save(nest(limit + 1, wrap), io.BytesIO())
+
+
+@pytest.mark.parametrize("header, says", [
+    (b'{"tree":1,"data_bytes":0', "corrupt checkpoint header"),          # bad JSON
+    (b"", "corrupt checkpoint header"),
+    (b'\xff\xfe{"tree":1}', "utf-8"),
+    (b'{"tree":NaN,"data_bytes":0}', "NaN is not allowed"),
+    (b'{"tree":-Infinity,"data_bytes":0}', "Infinity is not allowed"),
+    (b'{"tree":1e999,"data_bytes":0}', "out of range"),
+    (b'{"tree":1,"tree":2,"data_bytes":0}', "duplicate key"),
+    (b'{"tree":' + b"7" * 5000 + b',"data_bytes":0}', "corrupt checkpoint header"),
+    (b'[1]', "not an object with a 'tree'"),
+    (b'{"data_bytes":0}', "not an object with a 'tree'"),
+    (b'{"tree":1}', "data_bytes None"),
+    (b'{"tree":1,"data_bytes":-64}', "data_bytes -64"),
+    (b'{"tree":1,"data_bytes":"0"}', "data_bytes '0'"),
+    (b'{"tree":1,"data_bytes":true}', "data_bytes True"),
+    (b'{"tree":1,"data_bytes":0,"alignment":32}', "alignment 32"),
+    (b'{"tree":1,"data_bytes":64}', "does not match the file size"),
+])
+def test_malformed_headers(header, says):
+    refused(seal(header), says)
+
+
+@pytest.mark.parametrize("tree, says", [
+    ({"$float": "NaN"}, r"malformed \$float"),
+    ({"$float": 1.0}, r"malformed \$float"),
+    ({"$dtype": "float128"}, r"malformed \$dtype"),
+    ({"$tuple": {"a": 1}}, r"malformed \$tuple"),
+    ({"$dict": {"a": 1}}, r"malformed \$dict"),
+    ({"$dict": [[1]]}, "malformed dict entry"),
+    ({"$dict": [1]}, "malformed dict entry"),
+    ({"$dict": [[1, 2], [1, 3]]}, "duplicate dict key 1"),
+    ({"$dict": [[{"$dtype": "int8"}, 1]]}, "unsupported dict key"),
+    ({"$dict": [[{"$tuple": [[1]]}, 1]]}, "unsupported dict key"),
+    ({"$dict": [[arr("$tensor"), 1]]}, "unsupported dict key"),
+    ({}, "unexpected header node"),
+    ({"$pickle": "gASV"}, "unknown header node"),
+])
+def test_malformed_tree_nodes(tree, says):
+    refused(craft(tree, b"\0" * 64), says)
+
+
+def test_bool_arrays_hold_only_zeros_and_ones():
+    for tag in ("$tensor", "$ndarray"):
+        refused(craft(arr(tag, dtype="bool", shape=(3,)), b"\1\2\0" + b"\0" * 61),
+                "bytes other than 0 and 1")
+        got = load_bytes(craft(arr(tag, dtype="bool", shape=(3,)), b"\1\0\1" + b"\0" * 61))
+        np.testing.assert_array_equal(np.asarray(got if tag == "$ndarray" else got.numpy()),
+                                      [True, False, True])
+
+
+def test_truncated_at_every_byte(good_file):
+    raw = good_file.read_bytes()
+    for keep in range(len(raw)):
+        refused(raw[:keep], "truncated")
+    refused(raw + b"\0" * 3, "3 unexpected bytes after its end")
+
+
+def test_a_bit_flip_anywhere_is_detected(good_file):
+    raw = good_file.read_bytes()
+    for pos in range(len(raw)):
+        b = bytearray(raw)
+        b[pos] ^= 1 << (pos % 8)
+        refused(bytes(b), "checksum mismatch|not a flowlite checkpoint|version|truncated|"
+                          "unexpected bytes|exceeds the file")
+
+
+def _peak_load(path):
+    """Bytes allocated at the peak of `fl.load(path)` (reading the file counts)."""
+    tracemalloc.start()
+    try:
+        try:
+            fl.load(path)
+        except ValueError:
+            pass
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+SLACK = 256 * 1024          # Python objects of the header, jax's bookkeeping
+
+
+def test_the_overlapping_entries_reproduction_allocates_at_most_the_file(tmp_path):
+    """The reported file: 500 header entries over the same data, 4.3 MB on disk, made load
+    allocate 2.09 GB (one copy per entry). Now the second entry is refused."""
+    n = 1 << 20
+    path = tmp_path / "overlap.fl"
+    path.write_bytes(craft([arr("$ndarray", shape=(n,)) for _ in range(500)], b"\0" * (4 * n)))
+    with pytest.raises(ValueError, match=r"overlap\.fl: .*overlaps or precedes"):
+        fl.load(path)
+    assert _peak_load(path) < 2 * path.stat().st_size + SLACK
+    path.write_bytes(craft([arr("$tensor", shape=(n - 16 * i,)) for i in range(500)],
+                           b"\0" * (4 * n)))
+    with pytest.raises(ValueError, match=r"overlap\.fl: .*two different tensor entries"):
+        fl.load(path)
+    assert _peak_load(path) < 2 * path.stat().st_size + SLACK
+
+
+def test_a_valid_checkpoint_loads_in_twice_its_size(tmp_path):
+    big = {"w": fl.tensor(np.ones((256, 1024), np.float32)), "m": np.zeros(1 << 18, np.uint8),
+           "b": fl.zeros(1024, dtype=fl.bfloat16), "meta": {"step": 3}}
+    path = tmp_path / "big.fl"
+    fl.save(big, path)
+    fl.load(path)                          # warm up jax's caches
+    assert _peak_load(path) < 2 * path.stat().st_size + SLACK
 
 
 # ---- loading never executes code -----------------------------------------------------------------
