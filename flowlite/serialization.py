@@ -286,20 +286,28 @@ def _json_object(pairs):
 
 
 class _Reader:
+    """Decodes the header tree in two passes over it: `check` validates every node and
+    claims every array's slot, allocating nothing; then `build` makes the objects."""
+
     def __init__(self, name, data, data_start, data_bytes, device):
         self.name = name
         self.data = data
         self.start = data_start
         self.data_bytes = data_bytes
         self.device = device
-        self.end = 0        # end of the last array's slot: the next one must start at or after it
-        self.tensors = {}   # offset -> (entry, Tensor): a tensor saved once, referenced twice
 
     def bad(self, msg):
         return ValueError(f"flowlite.load: {self.name}: corrupt checkpoint: {msg}")
 
+    def run(self, tree):
+        for self.building in (False, True):
+            self.end = 0        # end of the last slot: the next array must start at or after it
+            self.tensors = {}   # offset -> (entry, Tensor): a tensor saved once, referenced twice
+            out = self.decode(tree)
+        return out
+
     def spec(self, val, kind):
-        """Validate an array entry -> (dtype, shape, offset, nbytes); allocates nothing."""
+        """Validate an array entry -> (dtype, shape, offset, nbytes)."""
         if not isinstance(val, dict):
             raise self.bad(f"malformed {kind} entry {_short(val)} (expected an object)")
         dname = val.get("dtype")
@@ -334,8 +342,8 @@ class _Reader:
         return dt, tuple(shape), offset, nbytes
 
     def read(self, dt, shape, offset, nbytes, kind, copy=True):
-        """The array in slot [offset, offset + nbytes) of the data section, claimed for this
-        entry: a fresh copy, or (copy=False) a read-only view of the file's bytes."""
+        """Claim slot [offset, offset + nbytes) of the data section for this entry; when
+        building, return its array: a fresh copy, or (copy=False) a read-only view."""
         if offset < self.end:
             raise self.bad(f"{kind} at data offset {offset} overlaps or precedes the array "
                            f"before it (which ends at {self.end}); arrays are stored in order, "
@@ -344,8 +352,11 @@ class _Reader:
         count = nbytes // dt.itemsize
         arr = np.frombuffer(self.data, dtype=dt.np.newbyteorder("<"), count=count,
                             offset=self.start + offset)
-        if dt is D.bool_ and count and arr.view(np.uint8).max() > 1:
-            raise self.bad(f"bool {kind} at data offset {offset} holds bytes other than 0 and 1")
+        if not self.building:
+            if dt is D.bool_ and count and arr.view(np.uint8).max() > 1:
+                raise self.bad(f"bool {kind} at data offset {offset} holds bytes other than 0 "
+                               "and 1")
+            return None
         arr = arr.reshape(shape)
         return arr.astype(dt.np, copy=True) if copy else arr
 
@@ -373,10 +384,13 @@ class _Reader:
             raise self.bad(f"nested deeper than {_MAX_DEPTH} levels")
         if node is None or isinstance(node, (bool, int, float, str)):
             return node
+        building = self.building
         if isinstance(node, list):
             out = []
             for v in node:
-                out.append(self.decode(v, depth + 1))
+                v = self.decode(v, depth + 1)
+                if building:
+                    out.append(v)
             return out
         if not isinstance(node, dict) or len(node) != 1:
             raise self.bad(f"unexpected header node {_short(node, 80)}")
@@ -384,7 +398,9 @@ class _Reader:
         if tag == "$tuple" and isinstance(val, list):
             out = []
             for v in val:
-                out.append(self.decode(v, depth + 1))
+                v = self.decode(v, depth + 1)
+                if building:
+                    out.append(v)
             return tuple(out)
         if tag == "$dict" and isinstance(val, list):
             out = {}
@@ -410,10 +426,12 @@ class _Reader:
                     raise self.bad(f"two different tensor entries at data offset {offset}")
                 return seen[1]
             # from_numpy copies (or transfers) the view: one copy of the bytes, not two
-            t = from_numpy(self.read(dt, shape, offset, nbytes, "tensor", copy=False),
-                           device=self.device)
-            if rg and t.dtype.is_floating_point:
-                t.requires_grad_(True)
+            arr = self.read(dt, shape, offset, nbytes, "tensor", copy=False)
+            t = None
+            if building:
+                t = from_numpy(arr, device=self.device)
+                if rg and t.dtype.is_floating_point:
+                    t.requires_grad_(True)
             self.tensors[offset] = (entry, t)
             return t
         if tag == "$ndarray":
@@ -509,9 +527,10 @@ def _decode_file(name, data, device):
                          f"{data_bytes} bytes does not match the file size")
     reader = _Reader(name, data, start, data_bytes, device)
     try:
-        return reader.decode(header["tree"])
+        return reader.run(header["tree"])
     except RecursionError:          # only when the caller's own stack is already deep
-        raise reader.bad("nested too deeply for the interpreter's recursion limit") from None
+        raise ValueError(f"flowlite.load: {name}: nested too deeply for the interpreter's "
+                         f"recursion limit ({sys.getrecursionlimit()})") from None
 
 
 def _expected_size(data, hlen):
