@@ -370,9 +370,8 @@ class _Reader:
                 return float(val)
             if tag == "$tuple" and isinstance(val, list):
                 out = []
-                for v in val:
-                    if isinstance(v, (list, dict)) and not (
-                            isinstance(v, dict) and len(v) == 1 and isinstance(v.get("$float"), str)):
+                for v in val:       # scalars only: no tuples in tuples
+                    if isinstance(v, list) or (isinstance(v, dict) and "$float" not in v):
                         raise self.bad(f"unsupported dict key {_short(node)}")
                     out.append(self.key(v))
                 return tuple(out)

@@ -230,7 +230,7 @@ def test_validated_header_fields(tmp_path, tree, msg):
         fl.load(tmp_path / "h.fl")
 
 
-# ---- hostile files: every field validated, allocation bounded by the file -------------------------
+# ---- hostile files: every field validated, allocation bounded by the file ------------------------
 class _Named(io.BytesIO):
     name = "mem.fl"          # so the error names "the file"
 
