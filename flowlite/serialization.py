@@ -40,10 +40,12 @@ tensor).  Objects nest at most 100 levels deep.
 
 Loading treats the file as untrusted, checksum or not: every entry must name a
 known dtype, a shape of non-negative ints whose byte count prod(shape) * itemsize
-is its "nbytes", and a slot inside the data section that overlaps no other —
-so the arrays allocated never total more than the file's data section, and
-loading needs at most about twice the file's size.  Any truncated, corrupt,
-foreign or crafted file raises ValueError naming the file and the problem.
+is its "nbytes", and a slot inside the data section that overlaps no other, and
+the whole tree is checked before any array is allocated — so the arrays never
+total more than the file's data section: loading needs about twice the file's
+size (its bytes and one copy of the arrays), and a crafted file is refused with
+no more than the file and its parsed header.  Any truncated, corrupt, foreign
+or crafted file raises ValueError naming the file and the problem.
 
 Writes are atomic: the file is written to a temporary file in the target's
 directory, flushed and fsync'ed, renamed over the target with `os.replace`, and
