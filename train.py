@@ -87,6 +87,12 @@ def non_negative_int(text):
     return _checked_int(text, lambda v: v >= 0, "an integer >= 0")
 
 
+def seed_int(text):
+    # torch.manual_seed takes [-2**63, 2**64) and wraps negatives to 2**64 + seed; like the
+    # DataLoader, train.py asks for the seed itself: an integer in [0, 2**64)
+    return _checked_int(text, lambda v: 0 <= v < 2 ** 64, "an integer >= 0 and < 2**64")
+
+
 def positive_float(text):
     try:
         v = float(text)
@@ -128,7 +134,7 @@ def build_parser():
     p.add_argument("--schedule", choices=("none", "cosine", "step", "onecycle"), default=None)
     p.add_argument("--device", choices=("cpu", "gpu", "tpu"), default=None,
                    help="default: JAX's default device")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed, 0 <= seed < 2**64")
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                    help="bf16: parameters and activations in bfloat16 (losses in float32)")
     p.add_argument("--checkpoint-dir", default=None, help="where checkpoints are written")
@@ -181,8 +187,27 @@ def parse_args(argv=None):
     if args.data in ("mnist", "fashion-mnist", "cifar10") and args.data_dir is None:
         parser.error(f"--data {args.data} needs --data-dir DIR (the folder holding its files; "
                      "nothing is downloaded)")
+    # What can be checked without the framework is checked here: fails in a moment, before
+    # jax is imported or a dataset read.
+    if args.data_dir is not None and args.data in ("mnist", "fashion-mnist", "cifar10"):
+        d = os.path.expanduser(args.data_dir)
+        if not os.path.isdir(d):
+            parser.error(f"--data-dir {args.data_dir} "
+                         + ("is not a directory" if os.path.exists(d) else "does not exist"))
+    if args.text_file is not None:
+        problem = text_file_problem(args.text_file)
+        if problem:
+            parser.error(f"--text-file {args.text_file} {problem}")
     if args.weight_decay is None:
         args.weight_decay = 0.01 if args.optimizer == "adamw" else 0.0
+    for flag in ("metrics_json", "plot"):
+        problem = _output_path_problem(getattr(args, flag))
+        if problem:
+            parser.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: {problem}")
+    if args.checkpoint_dir is not None:
+        problem = _output_path_problem(args.checkpoint_dir, folder=True)
+        if problem:
+            parser.error(f"--checkpoint-dir {args.checkpoint_dir}: {problem}")
     if args.plot is not None:
         try:
             import matplotlib  # noqa: F401
@@ -190,6 +215,22 @@ def parse_args(argv=None):
             parser.error("--plot needs matplotlib, which is not installed "
                          "(pip install matplotlib)")
     return args
+
+
+def _output_path_problem(path, folder=False):
+    """Why `path` can never be written as a file (or made a folder): it is a folder (a
+    file), or a parent is a file. None if it can; found before training, not after it."""
+    if path is None:
+        return None
+    path = os.path.abspath(os.path.expanduser(path))
+    if os.path.exists(path):
+        if os.path.isdir(path) != folder:
+            return "is not a directory" if folder else "is a directory"
+        return None
+    parent = os.path.dirname(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    return None if os.path.isdir(parent) else f"{parent} is not a directory"
 
 
 # ------------------------------------------------------------------------------------ data
@@ -232,6 +273,23 @@ def load_data(args):
         return data.load_text(args.text_file, ascii_only=args.text_file is None)
     except data.DatasetError as e:
         raise CLIError(str(e)) from None
+
+
+def text_file_problem(path):
+    """load_text replaces undecodable bytes; a file that is mostly such bytes (an archive, a
+    checkpoint, UTF-16) is a wrong --text-file, not a corpus. -> what is wrong, or None."""
+    try:
+        with open(os.path.expanduser(path), "rb") as f:
+            head = f.read(1 << 20)
+    except OSError:
+        return None             # missing, a folder, unreadable: load_text says which
+    if b"\0" in head:
+        return "is not a text file (it holds NUL bytes)"
+    text = head.decode("utf-8", errors="replace")
+    bad = text.count("\ufffd")
+    if bad > len(text) // 4:
+        return f"is not UTF-8 text ({bad} of its first {len(text)} characters do not decode)"
+    return None
 
 
 # ------------------------------------------------------------------------------- training
@@ -281,7 +339,11 @@ def make_loader(args, ds, lm):
     from flowlite import data
 
     if lm:
-        train = data.LMWindowDataset(ds.train, LM_CONTEXT[args.model])
+        T = LM_CONTEXT[args.model]
+        if len(ds.train) <= T:
+            raise CLIError(f"the training split has {len(ds.train)} characters, fewer than one "
+                           f"window of {T + 1}; use a longer --text-file")
+        train = data.LMWindowDataset(ds.train, T)
     else:
         train = data.TensorDataset(ds.train_x, ds.train_y)
     # drop_last: every step sees the same batch shape, so one executable serves them all.
@@ -436,14 +498,69 @@ def resolve_resume(args):
 
 # Settings a resumed run must share with the run that wrote the checkpoint.
 RUN_KEYS = ("model", "data", "batch_size", "optimizer", "schedule", "precision", "seed")
+CHECKPOINT_KEYS = ("model", "optimizer", "step", "rng", "history", "run")
+
+
+def read_checkpoint(args):
+    """The --resume checkpoint -> (path, checkpoint), read before the data and the model: a
+    file that is unreadable, corrupt, not a train.py checkpoint or from another run is a
+    CLIError (one line) at once."""
+    import flowlite as fl
+
+    path = resolve_resume(args)
+    try:
+        ck = fl.load(path)
+    except (OSError, ValueError) as e:
+        raise CLIError(f"--resume: {e}") from None
+    if not isinstance(ck, dict):
+        raise CLIError(f"--resume: {path} is not a train.py checkpoint (it holds a "
+                       f"{type(ck).__name__}, not a dict)")
+    missing = [k for k in CHECKPOINT_KEYS if k not in ck]
+    if missing or not isinstance(ck["run"], dict):
+        raise CLIError(f"--resume: {path} is not a train.py checkpoint (no "
+                       f"{', '.join(missing) or 'run settings'})")
+    run_cfg = ck["run"]
+    for k in RUN_KEYS:
+        if run_cfg.get(k) != getattr(args, k):
+            raise CLIError(f"--resume: {path} was written with --{k.replace('_', '-')} "
+                           f"{run_cfg.get(k)}, this run has {getattr(args, k)}")
+    return path, ck
+
+
+def restore(args, path, ck, model, opt, sched):
+    """Model, optimizer, scheduler and RNG state from checkpoint `ck` -> (step, history);
+    one that does not fit this model (other shapes, missing entries) is a CLIError."""
+    import flowlite as fl
+
+    try:
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        if sched is not None and ck.get("scheduler") is not None:
+            sched.load_state_dict(ck["scheduler"])
+        fl.set_rng_state(ck["rng"].to(args.fl_device))
+        step = ck["step"]
+        if type(step) is not int or step < 0:
+            raise ValueError(f"its step {step!r} is not an integer >= 0")
+        h = ck["history"]
+        history = {"loss": [float(v) for v in h["loss"]],
+                   "acc": [float(v) for v in h["acc"]],
+                   "evals": list(h["evals"])}
+        fl.sync()
+    except (RuntimeError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        what = f"missing entry {e}" if isinstance(e, KeyError) else " ".join(str(e).split())
+        raise CLIError(f"--resume: {path} does not fit this model and run: {what}") from None
+    return step, history
 
 
 def save_checkpoint(args, directory, state):
     import flowlite as fl
 
-    os.makedirs(directory, exist_ok=True)
     path = checkpoint_path(directory, state["step"])
-    fl.save(state, path)          # atomic: a temporary file renamed over the target
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fl.save(state, path)      # atomic: a temporary file renamed over the target
+    except OSError as e:          # a full disk, a folder we may not write...
+        raise CLIError(f"cannot write checkpoint {path}: {e}") from None
     for old in list_checkpoints(directory)[:-KEEP_CHECKPOINTS]:
         try:
             os.remove(old)
@@ -554,6 +671,7 @@ def run(args):
     counters0 = fl.metrics.counters()
     args.fl_device = select_device(args)
     lm = args.model in LANGUAGE_MODELS
+    resumed = read_checkpoint(args) if args.resume is not None else None
     ds = load_data(args)
     fl.manual_seed(args.seed)
     model = build_model(args, ds)
@@ -570,27 +688,9 @@ def run(args):
 
     history = {"loss": [], "acc": [], "evals": []}
     step = 0
-    if args.resume is not None:
-        path = resolve_resume(args)
-        try:
-            ck = fl.load(path)
-        except (OSError, ValueError) as e:
-            raise CLIError(f"--resume: {e}") from None
-        run_cfg = ck.get("run", {})
-        for k in RUN_KEYS:
-            if run_cfg.get(k) != getattr(args, k):
-                raise CLIError(f"--resume: {path} was written with --{k.replace('_', '-')} "
-                               f"{run_cfg.get(k)}, this run has {getattr(args, k)}")
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["optimizer"])
-        if sched is not None and ck.get("scheduler") is not None:
-            sched.load_state_dict(ck["scheduler"])
-        fl.set_rng_state(ck["rng"].to(args.fl_device))
-        step = int(ck["step"])
-        history = {"loss": [float(v) for v in ck["history"]["loss"]],
-                   "acc": [float(v) for v in ck["history"]["acc"]],
-                   "evals": list(ck["history"]["evals"])}
-        fl.sync()
+    if resumed is not None:
+        step, history = restore(args, *resumed, model, opt, sched)
+        del resumed
 
     if not args.quiet:
         what = ds.describe() if not lm else repr(ds)
@@ -844,7 +944,7 @@ def plot(path, summary, lm):
     fig.tight_layout()
     try:
         fig.savefig(path, dpi=120)
-    except OSError as e:
+    except (OSError, ValueError) as e:      # ValueError: a format matplotlib cannot write
         print(f"train.py: error: cannot write --plot {path}: {e}", file=sys.stderr)
 
 

@@ -33,6 +33,19 @@ stand for themselves; every other value is an object with exactly one key:
 
 A tensor saved twice (the same object) is stored once and loads as one tensor:
 distinct tensors always have distinct offsets, so the offset identifies it.
+Arrays are laid out in the order the tree lists them, each in a slot of its own
+(an empty one too: a slot of 1 byte): a later entry starts at or after the end
+of the one before it, except a repeat of an earlier tensor entry (the same
+tensor).  Objects nest at most 100 levels deep.
+
+Loading treats the file as untrusted, checksum or not: every entry must name a
+known dtype, a shape of non-negative ints whose byte count prod(shape) * itemsize
+is its "nbytes", and a slot inside the data section that overlaps no other, and
+the whole tree is checked before any array is allocated — so the arrays never
+total more than the file's data section: loading needs about twice the file's
+size (its bytes and one copy of the arrays), and a crafted file is refused with
+no more than the file and its parsed header.  Any truncated, corrupt, foreign
+or crafted file raises ValueError naming the file and the problem.
 
 Writes are atomic: the file is written to a temporary file in the target's
 directory, flushed and fsync'ed, renamed over the target with `os.replace`, and
@@ -66,7 +79,7 @@ FORMAT_VERSION = 1
 _ALIGN = 64
 _PREFIX = struct.Struct("<8sIQ")        # magic, version, header length
 _TRAILER_LEN = 32 + len(END_MARKER)     # sha256 digest + end marker
-_MAX_DEPTH = 512
+_MAX_DEPTH = 100        # nesting levels of a saved object, for save and load alike
 
 
 # ---- saving ---------------------------------------------------------------------------------
@@ -207,7 +220,12 @@ def save(obj, path) -> None:
                        f".{os.path.basename(target)}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
-        with os.fdopen(fd, "wb") as f:
+        try:
+            f = os.fdopen(fd, "wb")
+        except BaseException:
+            os.close(fd)
+            raise
+        with f:
             _write_stream(f, head, w)
             f.flush()
             os.fsync(f.fileno())
@@ -235,80 +253,195 @@ def _fsync_dir(directory):
 
 
 # ---- loading --------------------------------------------------------------------------------
+# Everything below treats the file as hostile: the checksum only proves the bytes are what
+# *someone* wrote, so every header field is validated before it is used, and the arrays are
+# allocated only after their byte ranges are known to lie, in order and without overlap,
+# inside the data section — the total allocation never exceeds the bytes the file holds.
+_DTYPES = {d.name: d for d in D.ALL}        # the names `save` writes (no aliases)
+_MAX_NDIM = 64                              # numpy's limit
+_MAX_EXTENT = (1 << 63) - 1                 # bytes an array may span (numpy's intp)
+_FLOATS = ("nan", "inf", "-inf")
+
+
+def _short(v, n=60):
+    r = repr(v)
+    return r if len(r) <= n else r[:n] + "..."
+
+
+def _json_constant(name):
+    raise ValueError(f"{name} is not allowed (non-finite floats are stored as "
+                     '{"$float": ...})')
+
+
+def _json_float(text):
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return v
+
+
+def _json_object(pairs):
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ValueError("an object has a duplicate key")
+    return obj
+
+
 class _Reader:
+    """Decodes the header tree in two passes over it: `check` validates every node and
+    claims every array's slot, allocating nothing; then `build` makes the objects."""
+
     def __init__(self, name, data, data_start, data_bytes, device):
         self.name = name
         self.data = data
         self.start = data_start
         self.data_bytes = data_bytes
         self.device = device
-        self.tensors = {}   # offset -> Tensor (a tensor saved once, referenced twice)
 
     def bad(self, msg):
         return ValueError(f"flowlite.load: {self.name}: corrupt checkpoint: {msg}")
 
-    def array(self, spec, kind):
-        if not isinstance(spec, dict):
-            raise self.bad(f"malformed {kind} entry")
-        dname = spec.get("dtype")
-        dt = D._BY_NAME.get(dname) if isinstance(dname, str) else None
-        if dt is None or dname not in {d.name for d in D.ALL}:
-            raise self.bad(f"unknown dtype {dname!r}")
-        shape = spec.get("shape")
-        offset, nbytes = spec.get("offset"), spec.get("nbytes")
-        if not (isinstance(shape, list) and all(type(s) is int and s >= 0 for s in shape)
-                and type(offset) is int and type(nbytes) is int):
-            raise self.bad(f"malformed {kind} entry {spec!r}")
-        count = math.prod(shape)
-        if count * dt.itemsize != nbytes or offset < 0 or offset + nbytes > self.data_bytes:
-            raise self.bad(f"{kind} of shape {tuple(shape)} and dtype {dname} does not fit its "
-                           f"{nbytes} bytes at offset {offset} of the data section")
-        arr = np.frombuffer(self.data, dtype=dt.np.newbyteorder("<"), count=count,
-                            offset=self.start + offset).reshape(shape)
-        return dt, arr.astype(dt.np, copy=True)
+    def run(self, tree):
+        for self.building in (False, True):
+            self.end = 0        # end of the last slot: the next array must start at or after it
+            self.tensors = {}   # offset -> (entry, Tensor): a tensor saved once, referenced twice
+            out = self.decode(tree)
+        return out
 
-    def decode(self, node, depth=0):
-        if depth > _MAX_DEPTH:
-            raise self.bad("nesting too deep")
+    def spec(self, val, kind):
+        """Validate an array entry -> (dtype, shape, offset, nbytes)."""
+        if not isinstance(val, dict):
+            raise self.bad(f"malformed {kind} entry {_short(val)} (expected an object)")
+        dname = val.get("dtype")
+        dt = _DTYPES.get(dname) if isinstance(dname, str) else None
+        if dt is None:
+            raise self.bad(f"{kind} entry has unknown dtype {_short(dname)}")
+        shape = val.get("shape")
+        if not (isinstance(shape, list) and len(shape) <= _MAX_NDIM
+                and all(type(s) is int and 0 <= s <= _MAX_EXTENT for s in shape)):
+            raise self.bad(f"{kind} entry has malformed shape {_short(shape)} (expected a list "
+                           f"of at most {_MAX_NDIM} integers >= 0)")
+        for field in ("offset", "nbytes"):
+            v = val.get(field)
+            if type(v) is not int or v < 0:
+                raise self.bad(f"{kind} entry has malformed {field} {_short(v)} (expected an "
+                               "integer >= 0)")
+        offset, nbytes = val["offset"], val["nbytes"]
+        extent = dt.itemsize
+        for s in shape:
+            extent *= max(s, 1)
+            if extent > _MAX_EXTENT:
+                raise self.bad(f"{kind} of shape {_short(tuple(shape))} is too large")
+        need = math.prod(shape) * dt.itemsize
+        if need != nbytes:
+            raise self.bad(f"{kind} of shape {_short(tuple(shape))} and dtype {dname} needs "
+                           f"{need} bytes, its entry says {nbytes}")
+        if offset % _ALIGN:
+            raise self.bad(f"{kind} at data offset {offset}: not a multiple of {_ALIGN}")
+        if offset + max(nbytes, 1) > self.data_bytes:
+            raise self.bad(f"{kind} of {nbytes} bytes at data offset {offset} lies outside the "
+                           f"{self.data_bytes}-byte data section")
+        return dt, tuple(shape), offset, nbytes
+
+    def read(self, dt, shape, offset, nbytes, kind, copy=True):
+        """Claim slot [offset, offset + nbytes) of the data section for this entry; when
+        building, return its array: a fresh copy, or (copy=False) a read-only view."""
+        if offset < self.end:
+            raise self.bad(f"{kind} at data offset {offset} overlaps or precedes the array "
+                           f"before it (which ends at {self.end}); arrays are stored in order, "
+                           "without overlap")
+        self.end = offset + max(nbytes, 1)      # save gives an empty array a slot of its own
+        count = nbytes // dt.itemsize
+        arr = np.frombuffer(self.data, dtype=dt.np.newbyteorder("<"), count=count,
+                            offset=self.start + offset)
+        if not self.building:
+            if dt is D.bool_ and count and arr.view(np.uint8).max() > 1:
+                raise self.bad(f"bool {kind} at data offset {offset} holds bytes other than 0 "
+                               "and 1")
+            return None
+        arr = arr.reshape(shape)
+        return arr.astype(dt.np, copy=True) if copy else arr
+
+    def key(self, node):
+        """A dict key: a scalar or a tuple of scalars (what `save` accepts as keys)."""
         if node is None or isinstance(node, (bool, int, float, str)):
             return node
+        if isinstance(node, dict) and len(node) == 1:
+            (tag, val), = node.items()
+            if tag == "$float" and isinstance(val, str) and val in _FLOATS:
+                return float(val)
+            if tag == "$tuple" and isinstance(val, list):
+                out = []
+                for v in val:       # scalars only: no tuples in tuples
+                    if isinstance(v, list) or (isinstance(v, dict) and "$float" not in v):
+                        raise self.bad(f"unsupported dict key {_short(node)}")
+                    out.append(self.key(v))
+                return tuple(out)
+        raise self.bad(f"unsupported dict key {_short(node)}")
+
+    def decode(self, node, depth=0):
+        # the same limit, counted the same way, as `save` (one Python frame per level)
+        if depth > _MAX_DEPTH:
+            raise self.bad(f"nested deeper than {_MAX_DEPTH} levels")
+        if node is None or isinstance(node, (bool, int, float, str)):
+            return node
+        building = self.building
         if isinstance(node, list):
-            return [self.decode(v, depth + 1) for v in node]
+            out = []
+            for v in node:
+                v = self.decode(v, depth + 1)
+                if building:
+                    out.append(v)
+            return out
         if not isinstance(node, dict) or len(node) != 1:
-            raise self.bad(f"unexpected header node {str(node)[:80]}")
+            raise self.bad(f"unexpected header node {_short(node, 80)}")
         (tag, val), = node.items()
         if tag == "$tuple" and isinstance(val, list):
-            return tuple(self.decode(v, depth + 1) for v in val)
+            out = []
+            for v in val:
+                v = self.decode(v, depth + 1)
+                if building:
+                    out.append(v)
+            return tuple(out)
         if tag == "$dict" and isinstance(val, list):
             out = {}
             for item in val:
                 if not (isinstance(item, list) and len(item) == 2):
-                    raise self.bad("malformed dict entry")
-                k = self.decode(item[0], depth + 1)
-                try:
-                    hash(k)
-                except TypeError:
-                    raise self.bad(f"unhashable dict key {k!r}") from None
+                    raise self.bad(f"malformed dict entry {_short(item)}")
+                k = self.key(item[0])
+                if k in out:
+                    raise self.bad(f"duplicate dict key {_short(k)}")
                 out[k] = self.decode(item[1], depth + 1)
             return out
-        if tag == "$float" and val in ("nan", "inf", "-inf"):
+        if tag == "$float" and isinstance(val, str) and val in _FLOATS:
             return float(val)
         if tag == "$tensor":
-            key = (val.get("offset"), val.get("dtype"), str(val.get("shape"))) \
-                if isinstance(val, dict) else None
-            t = self.tensors.get(key)
-            if t is None:
-                _, arr = self.array(val, "tensor")
+            dt, shape, offset, nbytes = self.spec(val, "tensor")
+            rg = val.get("requires_grad", False)
+            if type(rg) is not bool:
+                raise self.bad(f"tensor entry has malformed requires_grad {_short(rg)}")
+            entry = (dt, shape, offset, nbytes, rg)
+            seen = self.tensors.get(offset)
+            if seen is not None:            # the same tensor, referenced again
+                if seen[0] != entry:
+                    raise self.bad(f"two different tensor entries at data offset {offset}")
+                return seen[1]
+            # from_numpy copies (or transfers) the view: one copy of the bytes, not two
+            arr = self.read(dt, shape, offset, nbytes, "tensor", copy=False)
+            t = None
+            if building:
                 t = from_numpy(arr, device=self.device)
-                if val.get("requires_grad") is True and t.dtype.is_floating_point:
+                if rg and t.dtype.is_floating_point:
                     t.requires_grad_(True)
-                self.tensors[key] = t
+            self.tensors[offset] = (entry, t)
             return t
         if tag == "$ndarray":
-            return self.array(val, "array")[1]
+            return self.read(*self.spec(val, "array"), "array")
         if tag == "$dtype" and isinstance(val, str) and val in D._BY_NAME:
             return D._BY_NAME[val]
-        raise self.bad(f"unknown header node {tag!r}")
+        if tag in ("$tuple", "$dict", "$float", "$dtype"):
+            raise self.bad(f"malformed {tag} node {_short(val)}")
+        raise self.bad(f"unknown header node {_short(tag)}")
 
 
 def load(path, map_location=None):
@@ -316,10 +449,14 @@ def load(path, map_location=None):
 
     `map_location`: a device (or anything `flowlite.device` accepts) to put the tensors
     on; default: the default device.  Raises FileNotFoundError for a missing file and
-    ValueError naming the file and the problem for a truncated, corrupt or foreign one."""
+    ValueError naming the file and the problem for a truncated, corrupt or foreign one
+    (never more memory than twice the file's size, whatever its header claims)."""
     if hasattr(path, "read"):
         name = getattr(path, "name", "<file object>")
         data = path.read()
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"flowlite.load: {name}: the file object must be opened in binary "
+                            f"mode (read() returned {type(data).__name__})")
     else:
         name = os.fspath(path)
         with open(name, "rb") as f:
@@ -327,7 +464,7 @@ def load(path, map_location=None):
     device = None
     if map_location is not None:
         device = _device(map_location)
-    return _decode_file(str(name), memoryview(data), device)
+    return _decode_file(str(name), memoryview(data).cast("B"), device)
 
 
 def _decode_file(name, data, device):
@@ -348,6 +485,9 @@ def _decode_file(name, data, device):
                          f"(this flowlite reads version {FORMAT_VERSION})")
     if size < _PREFIX.size + _TRAILER_LEN or bytes(data[size - len(END_MARKER):]) != END_MARKER:
         expected = _expected_size(data, hlen)
+        if expected is not None and expected < size:
+            raise ValueError(f"flowlite.load: {name}: file has {size - expected} unexpected "
+                             f"bytes after its end ({size} bytes, expected {expected})")
         what = f"expected {expected} bytes" if expected else "the end marker is missing"
         raise ValueError(f"flowlite.load: {name}: file is truncated or incomplete ({size} "
                          f"bytes, {what})")
@@ -355,23 +495,43 @@ def _decode_file(name, data, device):
     digest = bytes(data[body:body + 32])
     if hashlib.sha256(data[:body]).digest() != digest:
         raise ValueError(f"flowlite.load: {name}: checksum mismatch — the file is corrupt")
-    # From here on the bytes are exactly what `save` wrote; still validate every field.
+    # From here on the bytes are exactly what was written, but not necessarily by `save`:
+    # validate every field before using it.
     if _PREFIX.size + hlen > body:
         raise ValueError(f"flowlite.load: {name}: corrupt checkpoint: header length {hlen} "
                          "exceeds the file")
     try:
-        header = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + hlen]).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as e:
-        raise ValueError(f"flowlite.load: {name}: corrupt checkpoint header: {e}") from None
-    if not isinstance(header, dict) or "tree" not in header \
-            or type(header.get("data_bytes")) is not int:
-        raise ValueError(f"flowlite.load: {name}: corrupt checkpoint header")
+        header = json.loads(str(data[_PREFIX.size:_PREFIX.size + hlen], "utf-8"),
+                            parse_constant=_json_constant, parse_float=_json_float,
+                            object_pairs_hook=_json_object)
+    except RecursionError:
+        raise ValueError(f"flowlite.load: {name}: corrupt checkpoint header: nested too "
+                         "deeply") from None
+    except ValueError as e:         # bad UTF-8 or JSON, or a value rejected above
+        raise ValueError(f"flowlite.load: {name}: corrupt checkpoint header: "
+                         f"{str(e)[:200]}") from None
+    if not isinstance(header, dict) or "tree" not in header:
+        raise ValueError(f"flowlite.load: {name}: corrupt checkpoint header: not an object "
+                         "with a 'tree'")
+    data_bytes = header.get("data_bytes")
+    if type(data_bytes) is not int or data_bytes < 0:
+        raise ValueError(f"flowlite.load: {name}: corrupt checkpoint header: data_bytes "
+                         f"{_short(data_bytes)} is not an integer >= 0")
+    alignment = header.get("alignment", _ALIGN)
+    if type(alignment) is not int or alignment != _ALIGN:
+        raise ValueError(f"flowlite.load: {name}: corrupt checkpoint header: alignment "
+                         f"{_short(alignment)}, expected {_ALIGN}")
     start = _PREFIX.size + hlen
     start += -start % _ALIGN
-    if start + header["data_bytes"] != body:
+    if start + data_bytes != body:
         raise ValueError(f"flowlite.load: {name}: corrupt checkpoint: data section of "
-                         f"{header['data_bytes']} bytes does not match the file size")
-    return _Reader(name, data, start, header["data_bytes"], device).decode(header["tree"])
+                         f"{data_bytes} bytes does not match the file size")
+    reader = _Reader(name, data, start, data_bytes, device)
+    try:
+        return reader.run(header["tree"])
+    except RecursionError:          # only when the caller's own stack is already deep
+        raise ValueError(f"flowlite.load: {name}: nested too deeply for the interpreter's "
+                         f"recursion limit ({sys.getrecursionlimit()})") from None
 
 
 def _expected_size(data, hlen):
@@ -380,8 +540,9 @@ def _expected_size(data, hlen):
     if hlen > 1 << 34 or end > len(data):
         return None
     try:
-        header = json.loads(bytes(data[_PREFIX.size:end]).decode("utf-8"))
+        header = json.loads(str(data[_PREFIX.size:end], "utf-8"))
         start = end + (-end % _ALIGN)
-        return start + int(header["data_bytes"]) + _TRAILER_LEN
-    except Exception:
+        total = start + int(header["data_bytes"]) + _TRAILER_LEN
+        return total if total > 0 else None
+    except Exception:        # any damage: no size to announce
         return None

@@ -1,8 +1,11 @@
 """train.py end to end, in subprocesses, on tiny settings: metrics, one execution per step,
 checkpoints and exact resume (also after Ctrl-C), a language model with --sample, and one
-clear line (exit code 2) for bad flags and missing data."""
+clear line (exit code 2, no traceback) for every user error: bad flags and numbers, missing
+or wrong data and text files, unwritable outputs, unreadable, corrupt or unfitting
+checkpoints."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -58,6 +61,149 @@ def test_missing_data_gives_one_line_and_exit_code_2(tmp_path):
     line = _one_error_line(run_train(tmp_path, "--model", "mlp", "--resume",
                                      tmp_path / "nothing.ckpt"))
     assert "not found" in line
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--seed", "-1"], "--seed: expected an integer >= 0 and < 2**64, got '-1'"),
+    (["--seed", str(2 ** 64)], "--seed"),
+    (["--seed", "1.5"], "--seed"),
+    (["--seed", "abc"], "--seed"),
+    (["--epochs", "-3"], "--epochs: expected a positive integer"),
+    (["--steps", "-1"], "--steps: expected a positive integer"),
+    (["--batch-size", "-1"], "--batch-size: expected a positive integer"),
+    (["--batch-size", "0"], "--batch-size"),
+    (["--lr", "nan"], "--lr: expected a positive number"),
+    (["--lr", "-0.1"], "--lr: expected a positive number"),
+    (["--lr", "inf"], "--lr"),
+    (["--lr", "0"], "--lr"),
+    (["--weight-decay", "nan"], "--weight-decay"),
+    (["--weight-decay", "-1"], "--weight-decay"),
+    (["--checkpoint-every", "-5"], "--checkpoint-every"),
+    (["--eval-every", "-1"], "--eval-every"),
+    (["--sample", "-1"], "--sample"),
+    (["--devices", "0"], "--devices"),
+])
+def test_bad_numbers_give_one_line_and_exit_code_2(tmp_path, flags, says):
+    line = _one_error_line(run_train(tmp_path, *flags))
+    assert says in line
+
+
+@pytest.mark.parametrize("flag, where, says", [
+    ("--metrics-json", ".", "is a directory"),
+    ("--metrics-json", "a-file/m.json", "a-file is not a directory"),
+    ("--checkpoint-dir", "a-file", "a-file: is not a directory"),
+    ("--checkpoint-dir", "a-file/deeper/ck", "a-file is not a directory"),
+])
+def test_unwritable_outputs_are_refused_before_training(tmp_path, flag, where, says):
+    (tmp_path / "a-file").write_text("not a folder")
+    line = _one_error_line(run_train(tmp_path, "--steps", 1, "--batch-size", 32, flag,
+                                     tmp_path / where))
+    assert flag in line and says in line
+
+
+def _write(path, content):
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is None:
+        path.mkdir()
+    else:
+        path.write_text(content)
+    return path
+
+
+@pytest.mark.parametrize("content, says", [
+    (bytes(range(256)) * 40, "is not a text file (it holds NUL bytes)"),
+    (bytes(range(128, 256)) * 80, "is not UTF-8 text"),
+    ("def f(x): return x\n".encode("utf-16"), "is not a text file"),
+], ids=["binary", "latin-1 noise", "utf-16"])
+def test_a_text_file_that_is_not_text_gives_one_line_and_exit_code_2(tmp_path, content, says):
+    path = _write(tmp_path / "corpus.txt", content)
+    line = _one_error_line(run_train(tmp_path, "--model", "lstm", "--text-file", path))
+    assert f"--text-file {path} {says}" in line
+
+
+def test_a_text_shorter_than_one_window_gives_one_line_and_exit_code_2(tmp_path):
+    path = _write(tmp_path / "corpus.txt", "x = 1\n" * 8)
+    line = _one_error_line(run_train(tmp_path, "--model", "lstm", "--text-file", path,
+                                     "--steps", 1, "--batch-size", 4))
+    assert "the training split has 43 characters, fewer than one window of 65" in line
+
+
+def test_a_data_dir_that_is_no_directory_gives_one_line_and_exit_code_2(tmp_path):
+    line = _one_error_line(run_train(tmp_path, "--model", "lenet", "--data", "cifar10",
+                                     "--data-dir", _write(tmp_path / "a-file", "x")))
+    assert "--data-dir" in line and "a-file is not a directory" in line
+    empty = _write(tmp_path / "empty", None)        # a folder without the dataset's files
+    line = _one_error_line(run_train(tmp_path, "--model", "lenet", "--data", "fashion-mnist",
+                                     "--data-dir", empty))
+    assert str(empty) in line and "expected train-images-idx3-ubyte" in line
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """One real checkpoint of `--model mlp --batch-size 32` (every other setting default)."""
+    d = tmp_path_factory.mktemp("ck")
+    proc = run_train(d, "--model", "mlp", "--steps", 1, "--batch-size", 32, "--quiet",
+                     "--checkpoint-dir", d / "ck")
+    assert proc.returncode == 0, proc.stderr
+    return d / "ck" / "step_00000001.ckpt"
+
+
+def _edited(edit):
+    """-> a function of a checkpoint's path: the bytes of the checkpoint after `edit`."""
+    def make(path):
+        import flowlite as fl
+
+        ck = edit(fl.load(path))
+        out = io.BytesIO()
+        fl.save(ck, out)
+        return out.getvalue()
+    return make
+
+
+def _other_shapes(ck):
+    import flowlite as fl
+
+    ck["model"]["net.0.weight"] = fl.zeros(3, 3)
+    return ck
+
+
+def _no_param_groups(ck):
+    del ck["optimizer"]["param_groups"]
+    return ck
+
+
+def _flip(raw):
+    b = bytearray(raw)
+    b[len(b) // 2] ^= 0x40
+    return bytes(b)
+
+
+RESUME_CASES = {      # how the checkpoint is spoilt, what the one line says
+    "shapes": (_edited(_other_shapes), "does not fit this model and run: Error(s) in loading "
+               "state_dict for MLP: size mismatch for net.0.weight: copying a param with shape "
+               "(3, 3) from checkpoint, the shape in current model is (256, 64)."),
+    "optimizer": (_edited(_no_param_groups), "does not fit this model and run: missing entry "
+                  "'param_groups'"),
+    "not-a-train-checkpoint": (_edited(lambda ck: [1, 2]),
+                               "is not a train.py checkpoint (it holds a list, not a dict)"),
+    "truncated": (lambda p: p.read_bytes()[:p.stat().st_size // 2], "file is truncated"),
+    "bit-flip": (lambda p: _flip(p.read_bytes()), "checksum mismatch"),
+    "foreign": (lambda p: b"PK\x03\x04 a torch.save zip, say", "not a flowlite checkpoint"),
+    "unreadable": (lambda p: None, "Is a directory"),      # a folder where the file should be
+}
+
+
+@pytest.mark.parametrize("case", list(RESUME_CASES))
+def test_resume_of_a_bad_checkpoint_gives_one_line_and_exit_code_2(tmp_path, checkpoint, case):
+    make, says = RESUME_CASES[case]
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    bad = _write(folder / "step_00000001.ckpt", make(checkpoint))
+    line = _one_error_line(run_train(tmp_path, "--model", "mlp", "--steps", 2, "--batch-size",
+                                     32, "--resume", folder))
+    assert line.startswith("train.py: error: --resume: ") and str(bad) in line, line
+    assert says in line, line
 
 
 def _metrics(path):
