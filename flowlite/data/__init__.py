@@ -1,7 +1,7 @@
 """flowlite.data: datasets and the DataLoader that feeds them to a model as flowlite tensors.
 
-This package works at the numpy level and imports the flowlite core only when a batch is
-placed on a device, so datasets can be loaded and inspected without touching JAX.
+Datasets and batching work at the numpy level; the core is reached (through
+`flowlite.extend`) only to place a batch on a device as a tensor.
 """
 
 from .dataset import Dataset, Subset, TensorDataset, batch_getter, random_split

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
+from .. import extend
 from .dataset import batch_getter
 
 __all__ = ["DataLoader", "collate_numpy", "to_device", "default_collate"]
@@ -107,8 +108,6 @@ def to_device(batch: Any, device: Any = None) -> Any:
     ``flowlite.from_numpy`` does the placement (a ``jax.device_put``); running it in the
     loader thread is what overlaps host-to-device copies with the current step.
     """
-    from .. import extend  # late: the data package imports the core only to place batches
-
     if isinstance(batch, (np.ndarray, np.generic)):
         return extend.from_numpy(np.asarray(batch), device=device)
     if isinstance(batch, dict):
