@@ -32,6 +32,8 @@ UNARY = [
     ("sin", lambda x, p: x.sin(), lambda x, p: jnp.sin(x)),
     ("cos", lambda x, p: fl.cos(x), lambda x, p: jnp.cos(x)),
     ("tanh", lambda x, p: x.tanh(), lambda x, p: jnp.tanh(x)),
+    ("tan", lambda x, p: (x * 0.3).tan(), lambda x, p: jnp.tan(x * 0.3)),
+    ("tan_fn", lambda x, p: fl.tan(x * 0.3), lambda x, p: jnp.tan(x * 0.3)),
     ("sigmoid", lambda x, p: x.sigmoid(), lambda x, p: jax.nn.sigmoid(x)),
     ("relu", lambda x, p: x.relu(), lambda x, p: jax.nn.relu(x)),
     ("erf", lambda x, p: fl.erf(x), lambda x, p: jsp.erf(x)),
@@ -530,3 +532,21 @@ def test_atan2_gradient_at_the_origin_is_pytorch_zero_not_nan():
     torch.atan2(tx, ty).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
     np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-6)
+
+
+def test_tan_added_through_the_float_unary_table_matches_pytorch():
+    # the README's "Adding an op" example: one primitive entry plus one FLOAT_UNARY line
+    import torch
+    xs = np.array([-1.2, -0.3, 0.0, 0.7, 1.4], np.float32)
+    x = fl.tensor(xs, requires_grad=True)
+    fl.tan(x).sum().backward()
+    t = torch.tensor(xs, requires_grad=True)
+    torch.tan(t).sum().backward()
+    np.testing.assert_allclose(fl.tan(x).detach().numpy(), torch.tan(t).detach().numpy(),
+                               rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-5)
+    ints = fl.tensor([0, 1])                        # integers become float, as in PyTorch
+    assert ints.tan().dtype is fl.float32
+    y = fl.tensor(xs)
+    y.tan_()
+    np.testing.assert_allclose(y.numpy(), np.tan(xs), rtol=1e-6)

@@ -179,6 +179,7 @@ FLOAT_UNARY = {
     "exp": P.exp, "log": P.log, "log1p": P.log1p, "expm1": P.expm1, "sqrt": P.sqrt,
     "rsqrt": P.rsqrt, "sin": P.sin, "cos": P.cos, "tanh": P.tanh, "sigmoid": P.sigmoid,
     "erf": P.erf,
+    "tan": P.tan,
 }
 
 
