@@ -11,11 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
-
-import flowlite as fl  # noqa: E402
+import flowlite as fl
 
 N_EXAMPLES = int(os.environ.get("FLOWLITE_FUZZ_EXAMPLES", "100"))
 

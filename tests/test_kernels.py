@@ -122,7 +122,7 @@ def test_conv_through_flowlite_tape(x64, name):
 @pytest.mark.parametrize("nd,groups,stride,pad,opad,dil", [
     (1, 1, 2, 1, 1, 1), (2, 2, (2, 3), (1, 0), (1, 2), (1, 2)), (3, 1, 2, 0, 0, 1)])
 def test_conv_transpose_matches_torch(nd, groups, stride, pad, opad, dil):
-    torch = pytest.importorskip("torch")
+    import torch
     fn = {1: "conv_transpose1d", 2: "conv_transpose2d", 3: "conv_transpose3d"}[nd]
     x = randn(2, 4, *(5, 6, 4)[:nd], seed=7, dtype=np.float32)
     w = randn(4, 3, *(3, 2, 3)[:nd], seed=8, dtype=np.float32)
@@ -283,7 +283,7 @@ def test_sum_window_transpose_matches_jax(x64, case):
                                 dict(kernel_size=(2, 3), stride=(1, 2))])
 def test_max_pool_grads_match_torch(kw):
     """Through nn.functional and flowlite's tape, first and second order, ties included."""
-    torch = pytest.importorskip("torch")
+    import torch
     x0 = np.maximum(np.round(randn(2, 3, 9, 8, seed=18)), 0).astype(np.float32)
     w0 = randn(*torch.nn.functional.max_pool2d(torch.from_numpy(x0), **kw).shape, seed=19,
                dtype=np.float32)
