@@ -15,7 +15,6 @@ from .dtypes import float as float  # noqa: PLC0414
 from .dtypes import int as int  # noqa: PLC0414
 from .device import device, Device, default_device, set_default_device
 from .tensor import Tensor, Size, tensor, from_numpy, from_jax
-
 from . import ops as _ops
 from . import tensor_methods as _tensor_methods  # noqa: F401
 from .ops import (
