@@ -14,11 +14,11 @@ forward, and with `create_graph=True` it is itself differentiable.
 """
 from __future__ import annotations
 
-from . import backward_templates as _templates, ir
+from . import backward_templates as _templates
 from .runtime import rt
-from .tape import (AccumulateGrad, GradFn, _GradMode, _TupleCotangent, _state, enable_grad,
-                   is_grad_enabled, no_grad, register, saved_pending_nodes,
+from .tape import (AccumulateGrad, GradFn, _TupleCotangent, _state, is_grad_enabled,
                    set_grad_enabled)
+from .tape import enable_grad, no_grad  # noqa: F401  (flowlite.autograd.no_grad, as in torch)
 from .tensor import Tensor, set_node_recorder
 
 

@@ -17,7 +17,6 @@ import collections
 import os
 import sys
 import time
-import weakref
 
 import jax
 import numpy as np
