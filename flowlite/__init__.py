@@ -27,6 +27,10 @@ from .ops import (
     cumsum, cumprod, norm, all, any, reshape, flatten, unflatten, squeeze, unsqueeze, permute,
     transpose, narrow, softmax, log_softmax, isfinite, isnan, isinf, logical_and, logical_or,
     logical_xor, logical_not, eq, ne, lt, le, gt, ge, add, sub, mul, div, floor_divide)
+from .views import (  # PyTorch's view ops: their results alias the input (flowlite.views)
+    reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes, swapdims,
+    movedim, moveaxis, t, narrow, select, split, chunk, unbind, broadcast_to, diagonal,
+    as_strided)
 from .ops import FLOAT_UNARY as _FLOAT_UNARY
 globals().update({_n: getattr(_ops, _n) for _n in _FLOAT_UNARY})   # fl.exp, fl.tanh, ...
 from .random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm, rand_like,

@@ -15,6 +15,7 @@ forward, and with `create_graph=True` it is itself differentiable.
 from __future__ import annotations
 
 from . import backward_templates as _templates
+from .recording import rebind
 from .runtime import rt
 from .tape import (AccumulateGrad, GradFn, _TupleCotangent, _state, is_grad_enabled,
                    set_grad_enabled)
@@ -283,9 +284,11 @@ def _accumulate_leaf(t, g, create_graph):
     if g.shape != t.shape:
         raise RuntimeError(f"backward: gradient shape {g.shape} does not match tensor shape "
                            f"{t.shape}")
-    if not create_graph:
-        g = g.detach()
     if t.grad is None:
-        t.grad = g
-    else:
+        t.grad = g if create_graph else Tensor(g._node)   # a fresh handle, not a view of g
+    elif create_graph:
         t.grad = t.grad + g
+    else:
+        # accumulate in place, as PyTorch does: handles on .grad (and its views) see the sum
+        with no_grad():
+            rebind(t.grad, t.grad + g, "backward (accumulating into .grad)")

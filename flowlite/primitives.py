@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from . import layout
 from .ir import Prim
 from .tape import _TupleCotangent
 from .tensor import apply
@@ -280,6 +281,70 @@ def _slice_vjp(a, i, o, g):
 
 
 slice_ = prim("slice", lambda a, x: lax.slice(x, a[0], a[1], a[2]), _slice_vjp)
+
+
+
+# ---- strided views: reading and writing a root through a layout (flowlite.views) -------------
+def _flat_index(shape, off, strides):
+    idx = jnp.full(shape, off, jnp.int32)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        if n > 1 and s:
+            idx = idx + lax.broadcasted_iota(jnp.int32, shape, d) * s
+    return idx
+
+
+def _view_read_lower(a, x):
+    root_shape, shape, off, strides = a
+    p = layout.plan(root_shape, shape, off, strides)
+    if p[0] == "identity":
+        return jnp.reshape(x, shape)
+    if p[0] == "box":
+        _, starts, limits, steps, dims, perm = p
+        y = lax.slice(x, starts, limits, steps)
+        y = jnp.reshape(y, tuple(y.shape[d] for d in dims))
+        return jnp.reshape(jnp.transpose(y, perm), shape)
+    return jnp.reshape(x, (-1,))[_flat_index(shape, off, strides)]
+
+
+def _view_write_lower(a, x, v):
+    root_shape, shape, off, strides, accumulate = a
+    p = layout.plan(root_shape, shape, off, strides)
+    if p[0] == "identity":
+        v = jnp.reshape(v, root_shape)
+        return x + v if accumulate else v
+    if p[0] == "box":
+        _, starts, limits, steps, dims, perm = p
+        sizes = [1] * len(root_shape)
+        for d in dims:
+            sizes[d] = len(range(starts[d], limits[d], steps[d]))
+        kept = tuple(n for n in shape if n > 1)
+        v = jnp.transpose(jnp.reshape(v, kept), _inverse_perm(perm))
+        v = jnp.reshape(v, sizes)
+        if not accumulate and all(k == 1 for k in steps):
+            return lax.dynamic_update_slice(x, v, starts)
+        at = x.at[tuple(slice(b, e, k) for b, e, k in zip(starts, limits, steps))]
+        return at.add(v) if accumulate else at.set(v)
+    at = jnp.reshape(x, (-1,)).at[jnp.reshape(_flat_index(shape, off, strides), (-1,))]
+    v = jnp.reshape(v, (-1,))
+    return jnp.reshape(at.add(v) if accumulate else at.set(v), root_shape)
+
+
+def _view_read_vjp(a, i, o, g):
+    root_shape, shape, off, strides = a
+    return (F._view_write(F.zeros(root_shape, dtype=g.dtype, device=g.device), g,
+                          off, strides, accumulate=True),)
+
+
+def _view_write_vjp(a, i, o, g):
+    root_shape, shape, off, strides, accumulate = a
+    gv = F._view_read(g, shape, off, strides)
+    if accumulate:
+        return g, gv
+    return F._view_write(g, F.zeros(shape, dtype=g.dtype, device=g.device), off, strides), gv
+
+
+view_read = prim("view_read", _view_read_lower, _view_read_vjp)
+view_write = prim("view_write", _view_write_lower, _view_write_vjp)
 
 
 def _pad_vjp(a, i, o, g):

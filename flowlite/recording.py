@@ -1,7 +1,7 @@
 """Rebinding tensors and recording updates: the in-place half of the tracer.
 
 Layer: above the op front end (a dtype change on rebind is an op) — imports ir, runtime,
-tape, tensor, metrics, primitives and ops.  In-place methods, `nn` (parameter values) and `optim` (the
+tape, tensor, metrics, primitives, ops and views.  In-place methods, `nn` (parameter values) and `optim` (the
 update node whose outputs replace parameters and state) all go through these, so nothing
 outside the core writes `Tensor._node`.
 """
@@ -16,6 +16,7 @@ from .primitives import tuple_get
 from .runtime import rt
 from .tape import AccumulateGrad, _state
 from .tensor import Tensor, apply
+from .views import _Root, _View, orphan, rebound, refresh, write_view
 
 _DATA = ir.DATA
 _ref = weakref.ref
@@ -24,12 +25,17 @@ record = apply
 
 def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
     """In-place semantics: `t` now holds `new`'s value (cast to t's dtype) and, under grad
-    mode, its autograd history; the tape keeps the old node."""
+    mode, its autograd history; the tape keeps the old node.  A view writes through to its
+    root, and every live view of the root sees the new value (flowlite.views)."""
     if new._node.shape != t._node.shape:
         raise RuntimeError(f"{opname}: result shape {tuple(new.shape)} doesn't match the "
                            f"in-place tensor's shape {tuple(t.shape)}")
     if new._node.dtype is not t._node.dtype:
         new = to_dtype(new, t._node.dtype)
+    a = t._alias
+    if a.__class__ is _View:
+        write_view(t, a, new, opname)
+        return t
     e = t._edge
     if e is not None and _state.enabled:
         if isinstance(e, AccumulateGrad):
@@ -41,15 +47,24 @@ def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
     t._node = new._node
     if new._node.op is not _DATA:
         rt.local.pending.append(_ref(t))
+    if a is None:
+        t._alias = _Root()
+    refresh(t)
     return t
 
 
 def set_value(t: Tensor, new: Tensor) -> Tensor:
     """Replace t's value by new's, keeping t's identity, autograd flags and .grad (a
-    parameter moved to another device or dtype, a loaded state_dict entry)."""
+    parameter moved to another device or dtype, a loaded state_dict entry); t's views see
+    the new value when its shape is unchanged."""
+    same = new._node.shape == t._node.shape
     t._node = new._node
     if t.is_pending:
         rt.local.pending.append(_ref(t))
+    if same:
+        rebound(t)
+    else:
+        orphan(t)
     return t
 
 
@@ -113,4 +128,6 @@ def record_into(targets, prim, inputs, attrs, memo=None) -> None:
         t = targets[j]
         t._node = ir.node_with_sig(tuple_get, ins, (j, n), shapes[j], dts[j], device, sigs[j])
         rt.local.pending.append(_ref(t))
+        if t._alias is not None:
+            rebound(t)
     _C["ops"] += n

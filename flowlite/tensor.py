@@ -31,13 +31,14 @@ _GradFn = GradFn
 
 
 class Tensor:
-    __slots__ = ("_node", "_edge", "grad", "__weakref__")
+    __slots__ = ("_node", "_edge", "grad", "_alias", "__weakref__")
     __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to us
 
     def __init__(self, node, edge=None):
         self._node = node
         self._edge = edge
         self.grad = None
+        self._alias = None   # views: a views._View (its root, its layout) or a views._Root
         op = node.op
         if op is not _DATA and op is not _SCALAR:
             pending = _local.pending

@@ -1,8 +1,8 @@
 """Binds the front end onto Tensor: PyTorch-named methods, operators, in-place `*_`
 variants (which rebind the handle to a new node) and `backward`.
 
-Layer: the top of the core — imports dtypes, device, ops, random, recording, autograd and
-tensor; the package imports it once, so every Tensor has its full API.
+Layer: the top of the core — imports dtypes, device, ops, views, random, recording,
+autograd and tensor; the package imports it once, so every Tensor has its full API.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from . import autograd
 from . import dtypes as D
 from . import ops as F
 from . import random as R
+from . import views as V
 from .device import Device, device as _make_device
 from .recording import rebind
 from .tensor import Tensor, from_jax, tensor as _tensor
@@ -42,7 +43,7 @@ def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs
 def _iter(self):
     if not self._node.shape:
         raise TypeError("iteration over a 0-d tensor")
-    return iter(F.unbind(self, 0))
+    return iter(V.unbind(self, 0))   # rows are views, as in PyTorch
 
 
 Tensor.backward = _backward
@@ -70,6 +71,18 @@ _PLAIN = [
 for _name in _PLAIN + list(F.FLOAT_UNARY):
     setattr(Tensor, _name, _method(getattr(F, _name)))
 
+# ops that PyTorch defines as returning views (flowlite.views): writes go through to the base
+_VIEWS = [
+    "reshape", "view", "view_as", "flatten", "unflatten", "squeeze", "unsqueeze", "permute",
+    "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "expand", "expand_as",
+    "broadcast_to", "narrow", "select", "split", "chunk", "unbind", "diagonal", "unfold",
+    "as_strided", "contiguous", "is_contiguous", "stride", "storage_offset", "detach",
+]
+for _name in _VIEWS:
+    setattr(Tensor, _name, getattr(V, _name))
+Tensor.data = property(V.detach, V.set_data)
+Tensor._version = property(V.version)
+
 Tensor.absolute = Tensor.abs
 Tensor.negative = Tensor.neg
 Tensor.multiply = Tensor.mul
@@ -77,8 +90,8 @@ Tensor.divide = Tensor.div
 Tensor.subtract = Tensor.sub
 Tensor.true_divide = Tensor.div
 Tensor.arctan2 = Tensor.atan2
-Tensor.T = property(F.T)
-Tensor.mT = property(F.mT)
+Tensor.T = property(V.T)
+Tensor.mT = property(V.mT)
 
 # operators
 Tensor.__add__ = lambda a, b: F._binary(F.P.add, a, b)
@@ -113,7 +126,7 @@ Tensor.__lt__ = lambda a, b: F.lt(a, b)
 Tensor.__le__ = lambda a, b: F.le(a, b)
 Tensor.__gt__ = lambda a, b: F.gt(a, b)
 Tensor.__ge__ = lambda a, b: F.ge(a, b)
-Tensor.__getitem__ = F.getitem
+Tensor.__getitem__ = V.getitem
 Tensor.__setitem__ = F.setitem
 
 

@@ -93,7 +93,7 @@ def test_modules_match_pytorch(x64):
             pending.append((f"{name} step {step}", fm, tm, fo, to, fin, tin,
                             {k: (v.grad, dict(tm.named_parameters())[k].grad)
                              for k, v in fm.named_parameters()},
-                            {k: (v.detach(), dict(tm.named_buffers())[k].clone())
+                            {k: (v.clone(), dict(tm.named_buffers())[k].clone())
                              for k, v in fm.named_buffers()}))
     fl.sync()
     for name, fm, tm, fo, to, fin, tin, grads, bufs in pending:

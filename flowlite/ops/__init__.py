@@ -30,7 +30,7 @@ from .shape import (  # noqa: F401
     _reshape_cache, reshape, _reshape_slow, view, flatten, unflatten,
     squeeze, unsqueeze, _perm_cache, permute, _permute_slow, transpose,
     t, mT, T, expand, expand_as, repeat,
-    _slice_prim, _pad_prim, _rev_prim, narrow, flip, _check_cat,
+    _slice_prim, _pad_prim, _rev_prim, _view_read, _view_write, narrow, flip, _check_cat,
     cat, concat, stack, split, chunk, unbind,
     tril, triu, pad, contiguous, clone)
 from .reduction import (  # noqa: F401
@@ -41,7 +41,7 @@ from .reduction import (  # noqa: F401
     _zero_safe_root)
 from .indexing import (  # noqa: F401
     _parse_index, _basic_plan, _apply_basic_plan, _basic_index, _basic_cache, _BASIC_TYPES,
-    _basic_key, getitem, _split_int_indices, _index, _index_add, _index_set,
+    _basic_key, getitem, getitem_plan, _split_int_indices, _index, _index_add, _index_set,
     index_put, _put, setitem, _check_index_tensor, gather, take_along_dim,
     _scatter_add_prim, _scatter_prim, _scatter_args, scatter, scatter_add, index_select,
     index_add, masked_fill, one_hot)

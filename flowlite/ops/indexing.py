@@ -165,6 +165,12 @@ def _basic_key(idx):
 
 
 def getitem(x, idx):
+    return getitem_plan(x, idx)[0]
+
+
+def getitem_plan(x, idx):
+    """-> (x[idx], the basic plan or None): a plan means the result is a view of x (ints,
+    slices, None and Ellipsis only), None that advanced indexing made a copy."""
     key = _basic_key(idx)
     if key is not None:
         ck = (x._node.shape, key)
@@ -172,15 +178,16 @@ def getitem(x, idx):
         if plan is None:
             spec, _, _ = _parse_index(x, idx)
             plan = _basic_cache[ck] = _basic_plan(x._node.shape, spec)
-        return _apply_basic_plan(x, plan)
+        return _apply_basic_plan(x, plan), plan
     spec, tensors, basic = _parse_index(x, idx)
     if basic:
-        return _basic_index(x, spec)
+        plan = _basic_plan(x._node.shape, spec)
+        return _apply_basic_plan(x, plan), plan
     split = _split_int_indices(x, spec)
     if split is not None:
         ints, rest = split
-        return _index(_basic_index(x, ints), rest, tensors)
-    return _index(x, spec, tensors)
+        return _index(_basic_index(x, ints), rest, tensors), None
+    return _index(x, spec, tensors), None
 
 
 def _split_int_indices(x, spec):

@@ -223,6 +223,20 @@ def _rev_prim(x, axes):
     return apply(P.rev, (x,), (tuple(axes),), x._node.shape, x._node.dtype)
 
 
+def _view_read(x, shape, off, strides):
+    """x's elements at layout (off, strides) of x's contiguous order (flowlite.views)."""
+    shape = tuple(shape)
+    return apply(P.view_read, (x,), (x._node.shape, shape, off, tuple(strides)), shape,
+                 x._node.dtype)
+
+
+def _view_write(x, v, off, strides, accumulate=False):
+    """x with the elements at layout (off, strides) replaced by (or, accumulating,
+    increased by) v's."""
+    return apply(P.view_write, (x, v), (x._node.shape, v._node.shape, off, tuple(strides),
+                                        accumulate), x._node.shape, x._node.dtype)
+
+
 def narrow(x, dim, start, length):
     shp = x._node.shape
     d = _norm_dim(dim, len(shp), "narrow")
