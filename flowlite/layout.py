@@ -122,9 +122,11 @@ def index_map(shape, off, strides):
 
 
 @lru_cache(maxsize=4096)
-def overlaps(shape, off, strides) -> bool:
-    """True when two elements of the view share one root element (an expanded view):
-    writing through it is ambiguous, as PyTorch says."""
+def self_overlapping(shape, off, strides) -> bool:
+    """True when two elements of the layout share one root element (expanded views, unfold
+    windows that overlap, as_strided)."""
+    if numel(shape) == 0:
+        return False
     dims = sorted((s, n) for n, s in zip(shape, strides) if n > 1)
     if not dims:
         return False
@@ -139,6 +141,13 @@ def overlaps(shape, off, strides) -> bool:
         return False
     m = index_map(shape, off, strides).ravel()
     return np.unique(m).size != m.size
+
+
+def overlaps(shape, strides) -> bool:
+    """PyTorch's refusal test for writes (MemOverlap::Yes): a dim of size > 1 with stride 0
+    (an expanded view).  Other overlaps (unfold windows, as_strided) PyTorch lets through;
+    an elementwise in-place op then writes the same value to each shared element."""
+    return numel(shape) > 0 and any(s == 0 and n > 1 for n, s in zip(shape, strides))
 
 
 @lru_cache(maxsize=4096)

@@ -11,16 +11,17 @@ import weakref
 
 from . import ir
 from .metrics import _C
-from .ops import to_dtype
+from .ops import broadcast_to, full_like, getitem_plan, index_put, to_dtype, where
 from .primitives import tuple_get
 from .runtime import rt
 from .tape import AccumulateGrad, _state
 from .tensor import Tensor, apply
-from .views import _Root, _View, orphan, rebound, refresh, write_view
+from .views import _Root, _View, _alias_of, _mark, orphan, rebound, refresh, write_view
 
 _DATA = ir.DATA
 _ref = weakref.ref
 record = apply
+_TRUE = True
 
 
 def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
@@ -41,6 +42,10 @@ def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
         if isinstance(e, AccumulateGrad):
             raise RuntimeError(f"{opname}: a leaf Variable that requires grad is being used "
                                "in an in-place operation (wrap it in flowlite.no_grad())")
+        if new._edge is None:
+            # a value without history (fill_, zero_, copy_ of a constant): like PyTorch, t
+            # still requires grad, its old history getting a zero gradient
+            new = where(_TRUE, new, t)
         t._edge = new._edge
     elif e is None and new._edge is not None and _state.enabled:
         t._edge = new._edge
@@ -51,6 +56,26 @@ def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
         t._alias = _Root()
     refresh(t)
     return t
+
+
+def setitem(x, idx, value):
+    """`x[idx] = value`: for a basic index, PyTorch copies value into the view x[idx];
+    advanced indices put into x."""
+    out, plan = getitem_plan(x, idx)
+    if plan is None:
+        rebind(x, index_put(x, idx, value), "__setitem__")
+        return
+    sub = _alias_of(x) if out is x else _mark(out, x, "basic", plan)
+    if isinstance(value, Tensor):
+        v = to_dtype(value, x._node.dtype)
+        try:
+            v = broadcast_to(v, sub._node.shape)
+        except ValueError:
+            raise ValueError(f"setitem: value of shape {tuple(value.shape)} cannot be broadcast "
+                             f"to the indexed shape {tuple(sub.shape)}") from None
+        rebind(sub, v, "copy_")
+    else:
+        rebind(sub, full_like(sub, value), "copy_")   # PyTorch copies here: overlaps refused
 
 
 def set_value(t: Tensor, new: Tensor) -> Tensor:

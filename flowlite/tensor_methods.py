@@ -14,7 +14,7 @@ from . import ops as F
 from . import random as R
 from . import views as V
 from .device import Device, device as _make_device
-from .recording import rebind
+from .recording import rebind, setitem
 from .tensor import Tensor, from_jax, tensor as _tensor
 
 
@@ -127,7 +127,7 @@ Tensor.__le__ = lambda a, b: F.le(a, b)
 Tensor.__gt__ = lambda a, b: F.gt(a, b)
 Tensor.__ge__ = lambda a, b: F.ge(a, b)
 Tensor.__getitem__ = V.getitem
-Tensor.__setitem__ = F.setitem
+Tensor.__setitem__ = setitem
 
 
 # dtype / device conversion

@@ -37,18 +37,21 @@ class _Root:
 
 
 class _View:
-    __slots__ = ("root", "parent", "kind", "args", "in_shape", "shape", "grad", "nograd", "lay")
+    __slots__ = ("root", "parent", "kind", "args", "in_shape", "shape", "grad", "detached",
+                 "nograd", "multi", "lay")
 
-    def __init__(self, root, parent, kind, args, in_shape, shape, grad, nograd):
+    def __init__(self, root, parent, kind, args, in_shape, shape, detached, nograd):
         self.root = root          # the Tensor owning the storage (kept alive, as in PyTorch)
         self.parent = parent      # the _View this one was derived from (None: the root)
         self.kind = kind
         self.args = args
         self.in_shape = in_shape
         self.shape = shape
-        self.grad = grad          # derived with autograd: re-derivations keep the link
-        self.nograd = nograd      # made under no_grad (not by detach): PyTorch forbids writing
-        #                           it with grad mode on when the root requires grad
+        self.detached = detached  # detach()/.data in the chain: outside autograd
+        self.nograd = nograd      # made under no_grad: PyTorch forbids writing it with grad
+        #                           mode on when the root requires grad
+        self.grad = not (detached or nograd)   # re-derivations keep the autograd link
+        self.multi = parent is not None and parent.multi   # from split/chunk/unbind
         self.lay = None
 
 
@@ -100,16 +103,15 @@ def _strides_of(x):
 
 
 def _mark(out, x, kind, args, linked=True):
-    """Make `out` (just recorded from x) a view of x's root."""
+    """Make `out` (just recorded from x) a view of x's root; linked=False: detach()/.data."""
     a = x._alias
-    enabled = _state.enabled
-    nograd = linked and not enabled
+    nograd = not _state.enabled
     if a.__class__ is _View:
         root, parent = a.root, a
+        detached = not linked or a.detached
         nograd = nograd or a.nograd
-        linked = linked and a.grad
     else:
-        root, parent = x, None
+        root, parent, detached = x, None, not linked
         if a is None:
             x._alias = _Root()
     ra = root._alias
@@ -119,15 +121,20 @@ def _mark(out, x, kind, args, linked=True):
         live = [r for r in views if r() is not None]
         ra.views = live
         ra.limit = max(16, 2 * len(live))
-    out._alias = _View(root, parent, kind, args, x._node.shape, out._node.shape,
-                       linked and enabled, nograd)
+    out._alias = _View(root, parent, kind, args, x._node.shape, out._node.shape, detached,
+                       nograd)
     return out
 
 
 # ---- the view ops ---------------------------------------------------------------------------
+def _alias_of(x):
+    """A new tensor viewing all of x: PyTorch's view ops never return their input."""
+    return _mark(Tensor(x._node, x._edge if _state.enabled else None), x, "alias", ())
+
+
 def _reshape_view(out, x, op, copy_ok):
     if out is x:
-        return x
+        return _alias_of(x)
     a = x._alias
     if a.__class__ is _View:
         off, st = _layout(a)
@@ -159,7 +166,8 @@ def view_as(x, other):
 
 
 def flatten(x, start_dim=0, end_dim=-1):
-    return _reshape_view(F.flatten(x, start_dim, end_dim), x, "flatten", True)
+    out = F.flatten(x, start_dim, end_dim)
+    return x if out is x else _reshape_view(out, x, "flatten", True)   # torch returns self too
 
 
 def unflatten(x, dim, sizes):
@@ -179,7 +187,7 @@ def permute(x, *dims):
         dims = tuple(dims[0])
     out = F.permute(x, dims)
     if out is x:
-        return x
+        return _alias_of(x)
     nd = len(x._node.shape)
     return _mark(out, x, "perm", (tuple(_norm_dim(d, nd, "permute") for d in dims),))
 
@@ -235,7 +243,7 @@ moveaxis = movedim
 
 
 def _expand_view(out, x):
-    return x if out is x else _mark(out, x, "expand", (out._node.shape,))
+    return _alias_of(x) if out is x else _mark(out, x, "expand", (out._node.shape,))
 
 
 def expand(x, *sizes):
@@ -252,7 +260,7 @@ def broadcast_to(x, shape):
 
 def _slice_view(out, x, d, start):
     if out is x:
-        return x
+        return _alias_of(x)
     starts = [0] * len(x._node.shape)
     starts[d] = start
     return _mark(out, x, "slice", (tuple(starts), (1,) * len(starts)))
@@ -280,9 +288,16 @@ def split(x, split_size_or_sections, dim=0):
     pieces = F.split(x, split_size_or_sections, d)
     out, start = [], 0
     for p in pieces:
-        out.append(_slice_view(p, x, d, start))
+        out.append(_multi(_slice_view(p, x, d, start)))
         start += p._node.shape[d]
     return tuple(out)
+
+
+def _multi(v):
+    a = v._alias
+    if a.__class__ is _View:
+        a.multi = True
+    return v
 
 
 def chunk(x, chunks, dim=0):
@@ -294,13 +309,15 @@ def chunk(x, chunks, dim=0):
 
 def unbind(x, dim=0):
     d = _norm_dim(dim, x.ndim, "unbind")
-    return tuple(select(x, d, i) for i in range(x._node.shape[d]))
+    return tuple(_multi(select(x, d, i)) for i in range(x._node.shape[d]))
 
 
 def getitem(x, idx):
     out, plan = F.getitem_plan(x, idx)
-    if plan is None or out is x:
+    if plan is None:
         return out                 # advanced indexing copies, as in PyTorch
+    if out is x:
+        return _alias_of(x)
     return _mark(out, x, "basic", plan)
 
 
@@ -401,18 +418,33 @@ def write_view(t, a: _View, new, opname):
     _check_leaf(t, opname)
     root = a.root
     off, st = _layout(a)
-    if opname not in _UNIFORM and L.overlaps(a.shape, off, st):
+    if opname not in _UNIFORM and L.self_overlapping(a.shape, off, st):
+        if L.overlaps(a.shape, st):
+            raise RuntimeError(
+                f"{opname}: unsupported operation: more than one element of the written-to "
+                f"tensor refers to a single memory location (an expanded view of shape "
+                f"{tuple(t.shape)}, strides {st}). Please clone() the tensor before performing "
+                "the operation.")
+        # PyTorch lets these through and updates the shared elements once per alias, in its
+        # loop order; a functional write can't reproduce that order, so refuse rather than
+        # differ
         raise RuntimeError(
-            f"{opname}: unsupported operation: more than one element of the written-to tensor "
-            f"refers to a single memory location (an expanded view of shape {tuple(t.shape)}, "
-            f"strides {st}). Please clone() the tensor before performing the operation.")
+            f"{opname}: the written-to view of shape {tuple(t.shape)} (strides {st}) has "
+            "elements that share memory (overlapping unfold/as_strided windows); its in-place "
+            "result would depend on the write order, which flowlite does not reproduce. "
+            "clone() the view, or build the result out of place.")
     enabled = _state.enabled
-    if enabled and a.nograd and root._edge is not None:
+    if enabled and a.nograd and not a.detached and root._edge is not None:
         raise RuntimeError(f"{opname}: a view was created in no_grad mode and is being modified "
                            "in-place with grad mode enabled; PyTorch forbids this ambiguous "
                            "use: make the view and the write both inside no_grad(), or both "
                            "outside")
     linked = a.grad and enabled
+    if linked and a.multi and root._edge is not None:
+        raise RuntimeError(f"{opname}: this view is an output of split/chunk/unbind (a function "
+                           "returning multiple views) and is being modified in-place while "
+                           "its base requires grad; PyTorch forbids it: use an out-of-place op "
+                           "or clone() the view")
     if linked and isinstance(root._edge, AccumulateGrad):
         raise RuntimeError(f"{opname}: a view of a leaf Variable that requires grad is being "
                            "used in an in-place operation (wrap it in flowlite.no_grad(), or "
