@@ -20,7 +20,7 @@ import flowlite as fl
 from conftest import x64_mode
 
 BATCH = 25
-N_EXAMPLES = int(os.environ.get("FLOWLITE_VIEW_FUZZ", "1000")) // BATCH
+N_EXAMPLES = int(os.environ.get("FLOWLITE_VIEW_FUZZ", "400")) // BATCH
 
 
 def _rand_index(r, shape):
