@@ -55,7 +55,7 @@ def test_top_k_sampling_stays_in_the_top_k_and_is_reproducible(models):
     seq = a[0]
     with pt.no_grad():
         for t in range(prompt.shape[1], seq.shape[0]):
-            ctx = pt.from_numpy(seq[max(0, t - CFG.block_size):t][None])
+            ctx = pt.from_numpy(seq[max(0, t - CFG.block_size):t][None].copy())
             top = pt.topk(theirs(ctx)[0, -1], 4).indices.tolist()
             assert seq[t] in top
 
