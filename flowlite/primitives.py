@@ -932,7 +932,7 @@ shift_right = nondiff("shift_right", lambda a, x, y: jnp.right_shift(x, y))
 def _scatter_mul_vjp(a, i, o, g):
     raise RuntimeError("scatter(reduce='multiply'): the derivative is not implemented "
                        "(as in PyTorch, whose scatter with a reduce argument has no backward); "
-                       "use scatter_reduce-free formulations or detach the inputs")
+                       "detach its inputs, or build the update from differentiable ops")
 
 
 scatter_mul = prim("scatter_mul",
