@@ -31,10 +31,16 @@ from .views import (  # PyTorch's view ops: their results alias the input (flowl
     reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes, swapdims,
     movedim, moveaxis, t, narrow, select, split, chunk, unbind, broadcast_to, diagonal,
     as_strided)
+from .ops import (  # ordering, scans, rearranging, more math
+    sort, argsort, msort, topk, kthvalue, median, nanmedian, mode, unique, searchsorted,
+    bucketize, cummax, cummin, logcumsumexp, var_mean, std_mean, lerp, roll,
+    repeat_interleave, meshgrid, bitwise_left_shift, bitwise_right_shift)
+from .ops import FLOAT_ALIASES as _FLOAT_ALIASES
 from .ops import FLOAT_UNARY as _FLOAT_UNARY
 globals().update({_n: getattr(_ops, _n) for _n in _FLOAT_UNARY})   # fl.exp, fl.tanh, ...
+globals().update({_n: getattr(_ops, _n) for _n in _FLOAT_ALIASES})  # fl.arcsin, ...
 from .random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm, rand_like,
-                     randn_like, get_rng_state, set_rng_state)
+                     randn_like, get_rng_state, set_rng_state, multinomial)
 from .tape import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 from . import autograd as _autograd, executor as _executor
 from .metrics import user_site as _user_site

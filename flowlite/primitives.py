@@ -21,6 +21,7 @@ from jax import lax
 
 from . import layout
 from .ir import Prim
+from .linspace_values import linspace_values
 from .tape import _TupleCotangent
 from .tensor import apply
 
@@ -858,7 +859,9 @@ def _iota(a):
 
 
 iota = nondiff("arange", _iota)
-linspace = nondiff("linspace", lambda a: jnp.linspace(a[0], a[1], a[2], dtype=a[3].np))
+# PyTorch's exact values (fused multiply-adds, two halves), computed once on the host per
+# (start, end, steps, dtype): a constant of the program
+linspace = nondiff("linspace", lambda a: jnp.asarray(linspace_values(a[0], a[1], a[2], a[3].np)))
 eye = nondiff("eye", lambda a: jnp.eye(a[0], a[1], dtype=a[2].np))
 
 
@@ -929,6 +932,27 @@ def _trunc_normal(a, k, n):
     return jnp.clip(ndtri(plo + u * (phi - plo)), lo, hi).astype(dt.np)
 
 
+def _multinomial(a, k, n, p):
+    # p: (B, K) non-negative weights, not necessarily normalised.  With replacement: inverse
+    # CDF, one uniform per sample, searched in the running sum (made monotone, and flat across
+    # zero weights, by a running max: a zero-weight category can never be drawn).  Without:
+    # an exponential race (the S largest p / E, E ~ Exp(1)), which draws S categories in turn,
+    # each with probability proportional to its weight among those not yet drawn.
+    num, replacement, out = a
+    wide = jnp.float64 if p.dtype == jnp.float64 else jnp.float32
+    p = p.astype(wide)
+    B, K = p.shape
+    if replacement:
+        u = _unit(_bits(k, n, (B, num))).astype(wide)
+        cdf = lax.cummax(jnp.where(p > 0, jnp.cumsum(p, axis=1), 0), axis=1)
+        r = u * cdf[:, -1:]
+        idx = jax.vmap(lambda c, x: jnp.searchsorted(c, x, side="right"))(cdf, r)
+        return jnp.minimum(idx, K - 1).astype(out.np)
+    e = -jnp.log(_unit(_bits(k, n, (B, K)), open_interval=True)).astype(wide)
+    return lax.top_k(p / e, num)[1].astype(out.np)
+
+
+rng_multinomial = nondiff("rng_multinomial", _multinomial)
 rng_uniform = nondiff("rng_uniform", _uniform)
 rng_normal = nondiff("rng_normal", _normal)
 rng_randint = nondiff("rng_randint", _randint)
@@ -947,3 +971,166 @@ def _tuple_get_vjp(a, i, o, g):
 
 tuple_get = prim("tuple_get", lambda a, t: t[a[0]], _tuple_get_vjp)
 stop_gradient = nondiff("stop_gradient", lambda a, x: lax.stop_gradient(x))
+
+# ---- more elementwise math -------------------------------------------------------------------
+asin = prim("asin", lambda a, x: jnp.arcsin(x),
+            lambda a, i, o, g: (g * F.rsqrt(1 - i[0] * i[0]),))
+acos = prim("acos", lambda a, x: jnp.arccos(x),
+            lambda a, i, o, g: (-(g * F.rsqrt(1 - i[0] * i[0])),))
+atan = prim("atan", lambda a, x: jnp.arctan(x), lambda a, i, o, g: (g / (1 + i[0] * i[0]),))
+sinh = prim("sinh", lambda a, x: jnp.sinh(x), lambda a, i, o, g: (g * F.cosh(i[0]),))
+cosh = prim("cosh", lambda a, x: jnp.cosh(x), lambda a, i, o, g: (g * F.sinh(i[0]),))
+asinh = prim("asinh", lambda a, x: jnp.arcsinh(x),
+             lambda a, i, o, g: (g * F.rsqrt(i[0] * i[0] + 1),))
+acosh = prim("acosh", lambda a, x: jnp.arccosh(x),
+             lambda a, i, o, g: (g * F.rsqrt(i[0] * i[0] - 1),))
+atanh = prim("atanh", lambda a, x: jnp.arctanh(x), lambda a, i, o, g: (g / (1 - i[0] * i[0]),))
+_LN2 = math.log(2.0)
+exp2 = prim("exp2", lambda a, x: jnp.exp2(x), lambda a, i, o, g: (g * o * _LN2,))
+log2 = prim("log2", lambda a, x: jnp.log2(x), lambda a, i, o, g: (g / (i[0] * _LN2),))
+# integer shifts; XLA's semantics for a shift by < 0 or >= the bit width (0 for <<, the sign
+# fill for >>) are PyTorch's
+shift_left = nondiff("shift_left", lambda a, x, y: jnp.left_shift(x, y))
+shift_right = nondiff("shift_right", lambda a, x, y: jnp.right_shift(x, y))
+
+
+def _scatter_mul_vjp(a, i, o, g):
+    raise RuntimeError("scatter(reduce='multiply'): the derivative is not implemented "
+                       "(as in PyTorch, whose scatter with a reduce argument has no backward); "
+                       "detach its inputs, or build the update from differentiable ops")
+
+
+scatter_mul = prim("scatter_mul",
+                   lambda a, x, idx, src: x.at[_along(idx, a[0])].multiply(
+                       src[tuple(slice(0, n) for n in idx.shape)]), _scatter_mul_vjp)
+
+# ---- ordering: sort / top-k / selection indices (values are gathered at them, so gradients
+# are scatters of the incoming gradient at the selected indices) -------------------------------
+
+
+def _order_key(x, descending):
+    """An integer key whose order is PyTorch's order of x: for floats -0.0 == 0.0 and every NaN
+    above +inf (the IEEE bits of a float, sign-folded, sort as signed integers); bools as 0/1.
+    Descending order is the key's bitwise complement (exact, no overflow)."""
+    if x.dtype == jnp.bool_:
+        k = x.astype(jnp.int8)
+    elif jnp.issubdtype(x.dtype, jnp.floating):
+        x = jnp.where(x == 0, jnp.zeros((), x.dtype), x)
+        x = jnp.where(jnp.isnan(x), jnp.array(np.nan, x.dtype), x)
+        bits = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
+        b = lax.bitcast_convert_type(x, bits)
+        k = b ^ ((b >> (8 * x.dtype.itemsize - 1)) & jnp.array(np.iinfo(bits).max, bits))
+    else:
+        k = x
+    return ~k if descending else k
+
+
+def _argsort_lower(a, x):
+    axis, descending, out = a
+    key = _order_key(x, descending)
+    iota = lax.broadcasted_iota(out.np, x.shape, axis)
+    return lax.sort((key, iota), dimension=axis, is_stable=True, num_keys=1)[1]
+
+
+def _topk_lower(a, x):
+    k, axis, largest, out = a
+    key = jnp.moveaxis(_order_key(x, not largest), axis, -1)   # top_k takes the largest keys
+    return jnp.moveaxis(lax.top_k(key, k)[1].astype(out.np), -1, axis)
+
+
+argsort = nondiff("argsort", _argsort_lower)
+topk_indices = nondiff("topk_indices", _topk_lower)
+
+
+def _cum_extreme_lower(a, x):
+    # index of the running max (min) along axis: ties go to the later element, a NaN wins and
+    # stays (PyTorch's cummax/cummin); an associative scan over (is-nan, key, index) pairs
+    axis, largest, out = a
+    nan = jnp.isnan(x) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.zeros(x.shape, bool)
+    key = _order_key(x, largest)      # the running pick is the minimum of this key
+    idx = lax.broadcasted_iota(out.np, x.shape, axis)
+
+    def pick(earlier, later):
+        n0, k0, i0 = earlier
+        n1, k1, i1 = later
+        take = n1 | (~n0 & (k1 <= k0))
+        return (jnp.where(take, n1, n0), jnp.where(take, k1, k0), jnp.where(take, i1, i0))
+    return lax.associative_scan(pick, (nan, key, idx), axis=axis)[2]
+
+
+cum_extreme_indices = nondiff("cum_extreme_indices", _cum_extreme_lower)
+
+
+def _mode_lower(a, x):
+    # the most frequent value along axis (the smallest among equally frequent ones) and, as in
+    # PyTorch, the index of its last occurrence: a stable sort makes equal values one run in
+    # original order; each run's length comes from running max/min of its boundaries
+    axis, out = a
+    n = x.shape[axis]
+    order = _argsort_lower((axis, False, out), x)
+    s = jnp.take_along_axis(x, order, axis)
+    pos = lax.broadcasted_iota(jnp.int32, x.shape, axis)
+    first = lax.slice_in_dim(s, 0, 1, axis=axis)
+    lead = jnp.concatenate([jnp.ones_like(first, bool),
+                            lax.slice_in_dim(s, 1, n, axis=axis)
+                            != lax.slice_in_dim(s, 0, n - 1, axis=axis)], axis)
+    tail = jnp.concatenate([lax.slice_in_dim(lead, 1, n, axis=axis),
+                            jnp.ones_like(first, bool)], axis)
+    start = lax.cummax(jnp.where(lead, pos, 0), axis=axis)
+    end = lax.cummin(jnp.where(tail, pos, n), axis=axis, reverse=True)
+    best = jnp.argmax(end - start, axis=axis, keepdims=True)    # first longest run
+    last = jnp.take_along_axis(end, best, axis)
+    return jnp.take_along_axis(order, last, axis)
+
+
+mode_index = nondiff("mode_index", _mode_lower)
+
+
+def _searchsorted_lower(a, seq, v):
+    right, out = a
+    side = "right" if right else "left"
+    if seq.ndim == 1:
+        r = jnp.searchsorted(seq, v, side=side)
+    else:   # one sorted row per leading index
+        lead = seq.shape[:-1]
+        f = jax.vmap(lambda s, x: jnp.searchsorted(s, x, side=side))
+        r = f(seq.reshape((-1, seq.shape[-1])), v.reshape((-1, v.shape[-1]))).reshape(
+            lead + (v.shape[-1],))
+    return r.astype(out.np)
+
+
+searchsorted = nondiff("searchsorted", _searchsorted_lower)
+
+
+def _logcumsumexp_vjp(a, i, o, g):
+    # d out_j / d x_i = exp(x_i - out_j) for i <= j (the scan's direction): the gradient is
+    # a reverse log-cum-sum-exp of log|g| - out, kept apart for g's two signs so nothing
+    # overflows (the same split as PyTorch's backward)
+    x = i[0]
+    axis, reverse = a
+    lowest = float(np.finfo(x.dtype.np).min)
+    parts = []
+    for mask in (g > 0, g < 0):
+        mag = F.where(mask, F.abs(g), 1.0)
+        logg = F.where(mask, F.log(mag), lowest)
+        parts.append(F.exp(F._logcumsumexp_prim(logg - o, axis, not reverse) + x))
+    return (parts[0] - parts[1],)
+
+
+logcumsumexp = prim("logcumsumexp",
+                    lambda a, x: lax.cumlogsumexp(x, axis=a[0], reverse=a[1]), _logcumsumexp_vjp)
+
+
+def _distribute_vjp(a, i, o, g):
+    # the gradient of a global median (PyTorch's evenly_distribute_backward): shared evenly
+    # by every element equal to the result (every NaN when the result is NaN)
+    x = i[0]
+    mask = F.eq(x, o)
+    if x.dtype.is_floating_point:
+        mask = F.logical_or(mask, F.logical_and(F.isnan(x), F.isnan(o)))
+    w = mask.to(g.dtype)
+    return g * w / F.sum(w), None
+
+
+# value v chosen from x, differentiated as above (forward: v itself)
+distribute_grad = prim("distribute_grad", lambda a, x, v: v, _distribute_vjp)

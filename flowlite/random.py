@@ -16,7 +16,7 @@ from . import primitives as P
 from .device import default_device
 from .ir import scalar_node
 from .mesh import put
-from .ops import _dev
+from .ops import _dev, reshape
 from .runtime import rt
 from .tensor import Tensor, apply, from_jax, from_numpy
 
@@ -159,3 +159,41 @@ def bernoulli_mask(shape, p_keep, dtype=None, device=None):
     """Bool mask with P(True) = p_keep; p_keep may be a Python float (data, never baked)."""
     u = rand(shape, dtype=dtype, device=device)
     return u < p_keep
+
+
+def multinomial(input, num_samples, replacement=False, generator=None):  # noqa: A002
+    """Sample category indices from each row of non-negative weights (PyTorch's
+    torch.multinomial), drawn inside the graph from the device RNG: lazy, no sync, and a new
+    draw every call without recompiling.  Rows need not sum to 1.
+
+    Not checked (PyTorch raises, flowlite cannot without reading the data): a row with a
+    negative, infinite or NaN weight, a row of zeros, or (without replacement) fewer
+    non-zero weights than num_samples gives unspecified (in-range) indices."""
+    if generator is not None:
+        raise TypeError("multinomial: generator= is not supported; flowlite has one device "
+                        "RNG per device, seeded by flowlite.manual_seed")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"multinomial(): argument 'input' must be a Tensor, not "
+                        f"{type(input).__name__}")
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"multinomial(): prob_dist must be 1 or 2 dim (got shape "
+                           f"{tuple(input.shape)})")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial(): only supports floating-point dtypes for input, got "
+                           f"{input.dtype}")
+    num = int(num_samples)
+    k = input.shape[-1]
+    if num <= 0:
+        raise RuntimeError(f"multinomial(): cannot sample n_sample <= 0 samples (got {num})")
+    if k == 0:
+        raise RuntimeError("multinomial(): number of categories cannot be zero")
+    if not replacement and num > k:
+        raise RuntimeError(f"multinomial(): cannot sample n_sample > prob_dist.size(-1) samples "
+                           f"without replacement (n_sample={num}, {k} categories)")
+    p = input.detach()
+    rows = p if p.ndim == 2 else reshape(p, (1, k))
+    out = D.canonical(D.int64)
+    key, n = next_key(input.device)
+    idx = apply(P.rng_multinomial, (key, n, rows), (num, bool(replacement), out),
+                (rows.shape[0], num), out)
+    return idx if input.ndim == 2 else reshape(idx, (num,))

@@ -67,9 +67,14 @@ _PLAIN = [
     "clone", "gather", "take_along_dim", "scatter", "scatter_add", "index_select", "index_add",
     "masked_fill", "matmul", "bmm", "mm", "dot", "outer", "softmax", "log_softmax", "atan2",
     "index_put", "nonzero",
+    # ordering, scans, rearranging, more math
+    "sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode", "unique",
+    "cummax", "cummin", "logcumsumexp", "lerp", "roll", "repeat_interleave",
+    "bitwise_left_shift", "bitwise_right_shift",
 ]
-for _name in _PLAIN + list(F.FLOAT_UNARY):
+for _name in _PLAIN + list(F.FLOAT_UNARY) + list(F.FLOAT_ALIASES):
     setattr(Tensor, _name, _method(getattr(F, _name)))
+Tensor.multinomial = _method(R.multinomial)
 
 # ops that PyTorch defines as returning views (flowlite.views): writes go through to the base
 _VIEWS = [
@@ -218,8 +223,9 @@ _INPLACE = [
     "floor", "ceil", "round", "trunc", "remainder", "fmod", "floor_divide", "scatter",
     "scatter_add", "index_add", "index_put", "maximum", "minimum", "reciprocal", "square",
     "sign", "tril", "triu", "logical_not",
+    "lerp", "bitwise_left_shift", "bitwise_right_shift",
 ]
-for _name in _INPLACE + list(F.FLOAT_UNARY):
+for _name in _INPLACE + list(F.FLOAT_UNARY) + list(F.FLOAT_ALIASES):
     setattr(Tensor, _name + "_", _inplace(_name + "_", getattr(F, _name)))
 
 Tensor.__iadd__ = _inplace("__iadd__", lambda a, b: F._binary(F.P.add, a, b))
@@ -232,6 +238,12 @@ Tensor.__ipow__ = _inplace("__ipow__", F.pow)
 Tensor.__iand__ = _inplace("__iand__", lambda a, b: F._logical(F.P.bit_and, "and", a, b))
 Tensor.__ior__ = _inplace("__ior__", lambda a, b: F._logical(F.P.bit_or, "or", a, b))
 Tensor.__ixor__ = _inplace("__ixor__", lambda a, b: F._logical(F.P.bit_xor, "xor", a, b))
+Tensor.__lshift__ = lambda a, b: F.bitwise_left_shift(a, b)
+Tensor.__rlshift__ = lambda a, b: F.bitwise_left_shift(F._lift(b, a), a)
+Tensor.__rshift__ = lambda a, b: F.bitwise_right_shift(a, b)
+Tensor.__rrshift__ = lambda a, b: F.bitwise_right_shift(F._lift(b, a), a)
+Tensor.__ilshift__ = _inplace("__ilshift__", F.bitwise_left_shift)
+Tensor.__irshift__ = _inplace("__irshift__", F.bitwise_right_shift)
 
 
 def _fill_(self, value):

@@ -1,7 +1,8 @@
 """The op front end: every PyTorch-named tensor operation, built from the primitive table.
 
 Layer: op front end — one module per category, each importing only those before it:
-_core -> elementwise -> creation -> shape -> reduction -> indexing -> linalg -> nn_kernels.
+_core -> elementwise -> creation -> shape -> reduction -> indexing -> linalg -> nn_kernels
+-> sorting -> rearrange.
 Hot paths (elementwise binary ops, reductions, reshapes) compute their shape/dtype rule
 with small caches, so recording an op costs a few dict lookups and one node; rarer ops let
 `tensor.infer` derive the rule from the lowering once per signature.  User errors are
@@ -22,7 +23,8 @@ from .elementwise import (  # noqa: F401
     add, sub, rsub, _lift, mul, div, rdiv, floor_divide, remainder, fmod, atan2, pow,
     integer_pow, maximum, minimum, eq, ne, lt, le, gt, ge, _logical, logical_and, logical_or,
     logical_xor, logical_not, bitwise_not, neg, abs, sign, floor, ceil, trunc, round, square,
-    reciprocal, relu, isfinite, isnan, isinf, clamp, clip, where, FLOAT_UNARY)
+    reciprocal, relu, isfinite, isnan, isinf, clamp, clip, where, FLOAT_UNARY,
+    FLOAT_ALIASES, lerp, bitwise_left_shift, bitwise_right_shift)
 from .creation import (  # noqa: F401
     full, _size_arg, zeros, ones, empty, zeros_like,
     ones_like, empty_like, full_like, arange, linspace, eye)
@@ -38,7 +40,7 @@ from .reduction import (  # noqa: F401
     MinMax, amax, amin, max, min, _minmax_dim,
     _arg, argmax, argmin, prod, all, any,
     var, std, logsumexp, cumsum, cumprod, norm,
-    _zero_safe_root)
+    _zero_safe_root, cummax, cummin, logcumsumexp, _logcumsumexp_prim, var_mean, std_mean)
 from .indexing import (  # noqa: F401
     _parse_index, _basic_plan, _apply_basic_plan, _basic_index, _basic_cache, _BASIC_TYPES,
     _basic_key, getitem, getitem_plan, _split_int_indices, _index, _index_add, _index_set,
@@ -51,7 +53,13 @@ from .linalg import (  # noqa: F401
 from .nn_kernels import (  # noqa: F401
     _conv_raw, _conv_input_grad, _conv_weight_grad, _window_raw, _sum_window_transpose,
     _max_window_grad, _max_window_select, softmax, log_softmax)
+from .sorting import (  # noqa: F401
+    sort, argsort, msort, topk, kthvalue, median, nanmedian, mode, unique, searchsorted,
+    bucketize)
+from .rearrange import (  # noqa: F401
+    roll, repeat_interleave, meshgrid)
 
 globals().update({name: getattr(elementwise, name) for name in FLOAT_UNARY})
+globals().update({alias: getattr(elementwise, name) for alias, name in FLOAT_ALIASES.items()})
 
 P.bind_front_end(sys.modules[__name__])   # the table's VJPs build cotangents with these ops

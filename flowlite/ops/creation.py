@@ -99,6 +99,9 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     d = _creation_dtype(dtype)
+    if d is D.bool_ or builtins.int(steps) < 0:
+        raise RuntimeError(f"linspace: expected a non-negative number of steps and a numeric "
+                           f"dtype (got steps={steps}, dtype {d})")
     out = apply(P.linspace, (), (float(start), float(end), builtins.int(steps), d),
                 (builtins.int(steps),), d)
     out._node.device = _dev(device)

@@ -271,3 +271,58 @@ def where(cond, x=None, y=None):
     shape = broadcast_shapes(cond._node.shape, x._node.shape, op="where")
     shape = broadcast_shapes(shape, y._node.shape, op="where")
     return apply(P.where, (cond, x, y), (), shape, dt)
+
+
+# ---- more float math: the inverse trigonometric/hyperbolic family, exp2/log2 -----------------
+FLOAT_UNARY.update({
+    "asin": P.asin, "acos": P.acos, "atan": P.atan, "sinh": P.sinh, "cosh": P.cosh,
+    "asinh": P.asinh, "acosh": P.acosh, "atanh": P.atanh, "exp2": P.exp2, "log2": P.log2,
+})
+globals().update({name: _float_unary(name, FLOAT_UNARY[name]) for name in
+                  ("asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "exp2",
+                   "log2")})
+# numpy-style aliases PyTorch also has
+FLOAT_ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
+                 "arccosh": "acosh", "arctanh": "atanh"}
+
+
+def lerp(x, end, weight):
+    """x + weight * (end - x), evaluated as PyTorch does: from `end` when |weight| >= 0.5
+    (so lerp(a, b, 1) == b exactly); weight a Python number or a tensor."""
+    if not isinstance(x, Tensor) or not isinstance(end, Tensor):
+        raise TypeError("lerp(): input and end must be tensors")
+    if x.dtype.kind != "f" or end.dtype is not x.dtype:
+        raise RuntimeError(f"lerp(): expected input and end to be floating tensors of one dtype, "
+                           f"got {x.dtype} and {end.dtype}")
+    if isinstance(weight, Tensor) and weight.dtype is not x.dtype:
+        raise RuntimeError(f"lerp(): expected dtype {x.dtype} for `weight` but got dtype "
+                           f"{weight.dtype}")
+    # PyTorch's kernel: base + coeff * (end - x) with (base, coeff) = (x, w) for a small
+    # weight and (end, w - 1) otherwise
+    diff = sub(end, x)
+    if not isinstance(weight, Tensor):
+        if builtins.abs(weight) < 0.5:
+            return add(x, mul(diff, weight))
+        return add(end, mul(diff, weight - 1))
+    small = lt(abs(weight), 0.5)
+    return where(small, add(x, mul(diff, weight)), add(end, mul(diff, sub(weight, 1))))
+
+
+def _shift(prim, name, x, y):
+    for v in (x, y):
+        d = v.dtype if isinstance(v, Tensor) else None
+        if (d is not None and d.kind == "f") or isinstance(v, float):
+            shown = d if d is not None else "float"
+            raise TypeError(f"{name}: not implemented for floating-point operands ({shown}); "
+                            "shifts need integer tensors")
+    return _binary(prim, x, y)
+
+
+def bitwise_left_shift(x, y):
+    """x << y for integer tensors (0 when y < 0 or y >= the bit width, as in PyTorch)."""
+    return _shift(P.shift_left, "bitwise_left_shift (<<)", x, y)
+
+
+def bitwise_right_shift(x, y):
+    """x >> y for integer tensors (arithmetic for signed ones, as in PyTorch)."""
+    return _shift(P.shift_right, "bitwise_right_shift (>>)", x, y)

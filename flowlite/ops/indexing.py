@@ -322,8 +322,10 @@ def scatter(x, dim, index, src=None, value=None, reduce=None):
     index, d, src = _scatter_args(x, dim, index, src, "scatter")
     if reduce == "add":
         return _scatter_add_prim(x, index, src, d)
+    if reduce == "multiply":
+        return apply(P.scatter_mul, (x, index, src), (d,), x._node.shape, x._node.dtype)
     if reduce is not None:
-        raise ValueError(f"scatter: unsupported reduce {reduce!r}")
+        raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
     return _scatter_prim(x, index, src, d)
 
 

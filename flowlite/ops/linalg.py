@@ -22,8 +22,9 @@ def matmul(a, b):
         raise TypeError("matmul: both arguments must be tensors")
     sa, sb = a._node.shape, b._node.shape
     if not sa or not sb:
-        raise ValueError(f"matmul: both arguments need at least 1 dimension, got shapes "
-                         f"{tuple(sa)} and {tuple(sb)}")
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{len(sa)}D and {len(sb)}D (matmul of shapes {tuple(sa)} and "
+                           f"{tuple(sb)})")
     ka = sa[-1]
     kb = sb[-2] if len(sb) >= 2 else sb[0]
     if ka != kb:

@@ -236,3 +236,53 @@ def _zero_safe_root(s, root):
     instead of inf * 0 = nan: the root never sees a zero."""
     zero = eq(s, 0)
     return where(zero, 0.0, root(where(zero, 1.0, s)))
+
+
+CumResult = collections.namedtuple("cummax", ["values", "indices"])
+CumminResult = collections.namedtuple("cummin", ["values", "indices"])
+
+
+def _cum_extreme(x, dim, largest, op, result):
+    ax = _norm_dim(dim, len(x._node.shape), op)
+    out = D.canonical(D.int64)
+    if not x._node.shape:
+        return result(x, apply(P.full, (), ((), 0, out), (), out))
+    # the values are gathered at the running arg-extreme: the gradient flows to that element
+    idx = apply(P.cum_extreme_indices, (x,), (ax, largest, out), x._node.shape, out)
+    return result(_take_along_prim(x, idx, ax), idx)
+
+
+def cummax(x, dim):
+    """Running maximum along dim and its index (ties: the later element; NaN propagates)."""
+    return _cum_extreme(x, dim, True, "cummax", CumResult)
+
+
+def cummin(x, dim):
+    """Running minimum along dim and its index (ties: the later element; NaN propagates)."""
+    return _cum_extreme(x, dim, False, "cummin", CumminResult)
+
+
+def _logcumsumexp_prim(x, axis, reverse=False):
+    return apply(P.logcumsumexp, (x,), (axis, reverse), x._node.shape, x._node.dtype)
+
+
+def logcumsumexp(x, dim):
+    """log(cumsum(exp(x))) along dim, computed without overflow (a log-add-exp scan)."""
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"logcumsumexp(): expected a floating-point tensor, got {x.dtype} "
+                           f"(shape {tuple(x.shape)})")
+    ax = _norm_dim(dim, len(x._node.shape), "logcumsumexp")
+    if not x._node.shape:
+        return x
+    return _logcumsumexp_prim(x, ax)
+
+
+def var_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    """(var, mean) over dim — PyTorch's order."""
+    return (var(x, dim, unbiased, keepdim, correction), mean(x, dim, keepdim))
+
+
+def std_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
+    """(std, mean) over dim — PyTorch's order."""
+    v, m = var_mean(x, dim, unbiased, keepdim, correction)
+    return _zero_safe_root(v, sqrt), m
