@@ -159,3 +159,15 @@ def bernoulli_mask(shape, p_keep, dtype=None, device=None):
     """Bool mask with P(True) = p_keep; p_keep may be a Python float (data, never baked)."""
     u = rand(shape, dtype=dtype, device=device)
     return u < p_keep
+
+
+def host_seed() -> int:
+    """A 63-bit seed for host-side randomness (DataLoader shuffles, samplers, random_split),
+    drawn from the global generator as PyTorch draws those from its default generator:
+    reproducible per `manual_seed`, different on every call (it advances the draw counter,
+    which `get_rng_state` saves), and no device work."""
+    n = rt.rng_draws
+    rt.rng_draws = n + 1
+    state = np.random.SeedSequence([rt.rng_seed % (2 ** 64), n, 0x5EED]).generate_state(
+        1, np.uint64)
+    return int(state[0] >> np.uint64(1))
