@@ -271,5 +271,6 @@ Tensor.random_ = _random_
 Tensor.is_cuda = property(lambda self: _platform_of(self.device) == "gpu")
 Tensor.is_cpu = property(lambda self: _platform_of(self.device) == "cpu")
 Tensor.is_mps = property(lambda self: _platform_of(self.device) == "METAL")
+Tensor.is_xpu = property(lambda self: False)        # JAX has no Intel XPU backend
 Tensor.is_meta = property(lambda self: False)
 Tensor.get_device = lambda self: self.device.index if _platform_of(self.device) != "cpu" else -1

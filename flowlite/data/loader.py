@@ -111,7 +111,7 @@ def _produce(batches: Callable[[], Iterator], info: Optional[WorkerInfo],
 # Iterators whose threads may still run.  At interpreter exit they are stopped and joined
 # BEFORE Python tears down: a daemon thread frozen inside a C++ call (a jax device_put) at
 # shutdown aborts the process ("terminate called without an active exception").
-_live: "weakref.WeakSet[_BatchIterator]" = weakref.WeakSet()
+_live: weakref.WeakSet = weakref.WeakSet()
 
 
 @atexit.register
@@ -218,6 +218,106 @@ class _BatchIterator:
     def __del__(self) -> None:
         if self._threads:
             self._stop.set()
+
+
+def _work(make_batch: Callable, info: WorkerInfo, init_fn: Optional[Callable],
+          tasks: queue.Queue, out: queue.Queue, stop: threading.Event) -> None:
+    """A map-style worker: build the batch for every index batch the consumer sends."""
+    _worker_local.info = info
+    try:
+        if init_fn is not None:
+            init_fn(info.id)
+    except BaseException as exc:  # noqa: BLE001
+        out.put(_Failure(exc))
+        return
+    while not stop.is_set():
+        try:
+            task = tasks.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        if task is _END:
+            return
+        try:
+            out.put(make_batch(task))
+        except BaseException as exc:  # noqa: BLE001 — raised at this batch's turn
+            out.put(_Failure(exc))
+
+
+class _WorkerPool:
+    """Map-style loading with N worker threads, PyTorch's way: the consumer walks the plan
+    and hands index batch j to worker j % N, keeping ``depth`` batches per worker in
+    flight, and takes results back in order."""
+
+    def __init__(self, make_batch, plan, infos, init_fn, depth, timeout):
+        n = len(infos)
+        self._plan = plan
+        self._timeout = timeout if timeout > 0 else None
+        self._stop = threading.Event()
+        self._tasks = [queue.Queue() for _ in range(n)]
+        self._results = [queue.Queue() for _ in range(n)]
+        self._threads = [threading.Thread(target=_work, name=THREAD_NAME, daemon=True,
+                                          args=(make_batch, infos[k], init_fn, self._tasks[k],
+                                                self._results[k], self._stop))
+                         for k in range(n)]
+        self._sent = self._taken = 0
+        self._exhausted = self._done = False
+        _live.add(self)
+        for t in self._threads:
+            t.start()
+        for _ in range(depth * n):
+            self._dispatch()
+
+    def _dispatch(self) -> None:
+        if self._exhausted:
+            return
+        try:
+            task = next(self._plan)
+        except StopIteration:
+            self._exhausted = True
+            for q in self._tasks:
+                q.put(_END)
+            return
+        self._tasks[self._sent % len(self._tasks)].put(task)
+        self._sent += 1
+
+    def __iter__(self) -> "_WorkerPool":
+        return self
+
+    def __next__(self) -> Any:
+        if self._done or (self._exhausted and self._taken == self._sent):
+            self.close()
+            raise StopIteration
+        k = self._taken % len(self._results)
+        try:
+            item = self._results[k].get(timeout=self._timeout)
+        except queue.Empty:
+            self.close()
+            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds "
+                               "waiting for a batch") from None
+        if isinstance(item, _Failure):
+            self.close()
+            raise item.exc
+        self._taken += 1
+        self._dispatch()
+        return item
+
+    def close(self, timeout: float = 1.0) -> None:
+        self._done = True
+        self._stop.set()
+        me = threading.current_thread()
+        for t in self._threads:
+            if t is not me:
+                t.join(timeout=timeout)
+        _live.discard(self)
+
+    def __enter__(self) -> "_WorkerPool":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self._stop.set()
 
 
 # ---------------------------------------------------------------- the loader
@@ -394,16 +494,19 @@ class DataLoader:
             order = np.resize(order, total)[self.rank : total : self.num_replicas]
         return order
 
-    def _index_batches(self, epoch: int) -> list:
+    def _index_batches(self, epoch: int) -> Iterator:
+        """The epoch's plan, lazily: index batches (or single indices with batch_size=None).
+        Lazy because samplers may be effectively endless (minGPT's num_samples=1e10)."""
         if not self._builtin_order:
             if self.batch_sampler is not None:
-                return [np.asarray(b, dtype=np.int64) for b in self.batch_sampler]
-            return list(self.sampler)          # batch_size=None: one index per "batch"
+                return (np.asarray(b, dtype=np.int64) for b in self.batch_sampler)
+            return iter(self.sampler)          # batch_size=None: one index per "batch"
         order = self.indices_for_epoch(epoch)
         if self.batch_size is None:
-            return order.tolist()
-        stop = len(order) - len(order) % self.batch_size if self.drop_last else len(order)
-        return [order[i : i + self.batch_size] for i in range(0, stop, self.batch_size)]
+            return iter(order.tolist())
+        size = self.batch_size
+        stop = len(order) - len(order) % size if self.drop_last else len(order)
+        return (order[i : i + size] for i in range(0, stop, size))
 
     def __len__(self) -> int:
         if self._iterable:
@@ -467,14 +570,13 @@ class DataLoader:
         epoch = self._epoch
         self._epoch += 1
         workers = self.num_workers
-        if self._iterable:
-            sources = [self._iterable_batches()] * max(workers, 1)
-        else:
-            make_batch, plan = self._batch_maker(), self._index_batches(epoch)
-            parts = [plan[k::workers] for k in range(workers)] if workers else [plan]
-            sources = [(lambda part=part: map(make_batch, part)) for part in parts]
         if workers == 0:
-            return _BatchIterator(sources, threaded=self.prefetch > 0, depth=self.prefetch,
+            if self._iterable:
+                source = self._iterable_batches()
+            else:
+                make_batch, plan = self._batch_maker(), self._index_batches(epoch)
+                source = lambda: map(make_batch, plan)  # noqa: E731 (the plan runs in the thread)
+            return _BatchIterator([source], threaded=self.prefetch > 0, depth=self.prefetch,
                                   timeout=self.timeout)
         base = int(host_rng(self.generator, "DataLoader").integers(0, 2 ** 62))
         infos = [WorkerInfo(k, workers, base + k, self.dataset) for k in range(workers)]
@@ -487,8 +589,12 @@ class DataLoader:
                 if worker_id not in _done:
                     _done.add(worker_id)
                     _fn(worker_id)
-        return _BatchIterator(sources, threaded=True, depth=self.prefetch_factor,
-                              timeout=self.timeout, infos=infos, init_fn=init_fn)
+        if self._iterable:
+            return _BatchIterator([self._iterable_batches()] * workers, threaded=True,
+                                  depth=self.prefetch_factor, timeout=self.timeout,
+                                  infos=infos, init_fn=init_fn)
+        return _WorkerPool(self._batch_maker(), self._index_batches(epoch), infos, init_fn,
+                           self.prefetch_factor, self.timeout)
 
     def __repr__(self) -> str:
         try:

@@ -72,15 +72,20 @@ class RandomSampler(Sampler):
         return len(self.data_source) if self._num_samples is None else int(self._num_samples)
 
     def __iter__(self):
+        # a generator, drawn chunk by chunk: minGPT asks for num_samples=1e10 with replacement
         n = len(self.data_source)
         rng = host_rng(self.generator, "RandomSampler")
         if self.replacement:
-            return iter(rng.integers(0, n, size=self.num_samples).tolist())
+            full, rest = divmod(self.num_samples, 32)
+            for _ in range(full):
+                yield from rng.integers(0, n, size=32).tolist()
+            yield from rng.integers(0, n, size=rest).tolist()
+            return
         rounds, rest = divmod(self.num_samples, n) if n else (0, 0)
-        parts = [rng.permutation(n) for _ in range(rounds)]
+        for _ in range(rounds):
+            yield from rng.permutation(n).tolist()
         if rest:
-            parts.append(rng.permutation(n)[:rest])
-        return iter(np.concatenate(parts).tolist() if parts else [])
+            yield from rng.permutation(n)[:rest].tolist()
 
     def __len__(self):
         return self.num_samples

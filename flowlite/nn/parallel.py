@@ -18,6 +18,7 @@ as `.module` (so its state_dict keys carry the `module.` prefix).
 from __future__ import annotations
 
 import contextlib
+import weakref
 
 import jax
 
@@ -25,7 +26,7 @@ from .. import extend
 from ..extend import Tensor
 from .module import Module
 
-__all__ = ["DataParallel", "DistributedDataParallel"]
+__all__ = ["DataParallel", "DistributedDataParallel", "data_parallel"]
 
 
 def _gpus():
@@ -140,3 +141,22 @@ class DistributedDataParallel(Module):
         """PyTorch's gradient-accumulation context: flowlite all-reduces inside the step's
         executable, so there is nothing to skip (gradients accumulate the same way)."""
         return contextlib.nullcontext()
+
+
+_wrappers: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def data_parallel(module: Module, inputs, device_ids=None, output_device=None, dim: int = 0,
+                  module_kwargs=None):
+    """PyTorch's functional form: `module(*inputs)` split over `device_ids`.  With fewer
+    than two GPUs that is just the call; otherwise one DataParallel per module and device
+    set is kept, so the parameters are placed on the mesh once, not on every call."""
+    if not isinstance(inputs, tuple):
+        inputs = (inputs,) if inputs is not None else ()
+    kwargs = module_kwargs or {}
+    key = tuple(device_ids) if device_ids is not None else None
+    per_module = _wrappers.setdefault(module, {})
+    wrapper = per_module.get(key)
+    if wrapper is None:
+        wrapper = per_module[key] = DataParallel(module, device_ids, output_device, dim)
+    return wrapper(*inputs, **kwargs)
