@@ -128,7 +128,7 @@ def to_device(batch: Any, device: Any = None) -> Any:
     if isinstance(batch, extend.Tensor):
         return batch if device is None else batch.to(device)
     if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
+        return _same_mapping(batch, {k: to_device(v, device) for k, v in batch.items()})
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
         return type(batch)(*(to_device(v, device) for v in batch))
     if isinstance(batch, (tuple, list)) and not (batch and isinstance(batch[0], (str, bytes))):
@@ -139,8 +139,25 @@ def to_device(batch: Any, device: Any = None) -> Any:
 # ---------------------------------------------------------------- PyTorch's collation
 
 
-def _collate_leaf(values: list, where: str) -> Any:
+def _same_mapping(like, fields: dict) -> Any:
+    """`fields` in the mapping type of `like` (OrderedDict stays OrderedDict), as PyTorch
+    keeps it; a plain dict when that type cannot be rebuilt."""
+    if type(like) is dict:
+        return fields
+    try:
+        if isinstance(like, collections.abc.MutableMapping):
+            clone = copy.copy(like)
+            clone.update(fields)
+            return clone
+        return type(like)(fields)
+    except TypeError:
+        return fields
+
+
+def _collate_leaf(values, where: str) -> Any:
     first = values[0]
+    if isinstance(first, (str, bytes)):
+        return values                          # as PyTorch: the strings, in their container
     if isinstance(first, extend.Tensor):
         if not all(isinstance(v, extend.Tensor) for v in values):
             raise TypeError(f"cannot collate {where}: item 0 is a Tensor but not every item is")
@@ -150,33 +167,24 @@ def _collate_leaf(values: list, where: str) -> Any:
             return extend.ops.stack(values, 0)
         return _stack(values, where, wide=True)
     if isinstance(first, (np.ndarray, np.generic, bool, int, float)):
-        return _stack(values, where, wide=True)
-    if isinstance(first, (str, bytes)):
-        return list(values)
+        return _stack(list(values), where, wide=True)
     raise TypeError(_ERR.format(type(first)))
 
 
-def _torch_collate(batch: list, where: str) -> Any:
+def _torch_collate(batch, where: str) -> Any:
+    """PyTorch's default_collate recursion (a field's values arrive as zip's tuples)."""
     elem = batch[0]
     if isinstance(elem, collections.abc.Mapping):
-        fields = {key: _torch_collate([d[key] for d in batch], f"{where}[{key!r}]")
-                  for key in elem}
-        try:
-            if isinstance(elem, collections.abc.MutableMapping):
-                clone = copy.copy(elem)         # keep the mapping's type (OrderedDict, ...)
-                clone.update(fields)
-                return clone
-            return type(elem)(fields)
-        except TypeError:
-            return fields
+        return _same_mapping(elem, {key: _torch_collate([d[key] for d in batch],
+                                                        f"{where}[{key!r}]") for key in elem})
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
-        return type(elem)(*(_torch_collate(list(s), f"{where}.{name}")
+        return type(elem)(*(_torch_collate(s, f"{where}.{name}")
                             for name, s in zip(elem._fields, zip(*batch))))
     if isinstance(elem, collections.abc.Sequence) and not isinstance(elem, (str, bytes)):
         if any(len(e) != len(elem) for e in batch):
             raise RuntimeError(f"each element in list of batch should be of equal size "
                                f"({where}: item 0 has {len(elem)} fields)")
-        fields = [_torch_collate(list(s), f"{where}[{i}]") for i, s in enumerate(zip(*batch))]
+        fields = [_torch_collate(s, f"{where}[{i}]") for i, s in enumerate(zip(*batch))]
         if isinstance(elem, tuple):
             return fields                       # PyTorch collates a tuple into a list
         try:
@@ -204,15 +212,7 @@ def default_convert(data: Any, device: Any = None) -> Any:
     if isinstance(data, np.generic) and not isinstance(data, (np.str_, np.bytes_)):
         return extend.from_numpy(np.asarray(data), device=device)
     if isinstance(data, collections.abc.Mapping):
-        fields = {k: default_convert(v, device) for k, v in data.items()}
-        try:
-            if isinstance(data, collections.abc.MutableMapping):
-                clone = copy.copy(data)
-                clone.update(fields)
-                return clone
-            return type(data)(fields)
-        except TypeError:
-            return fields
+        return _same_mapping(data, {k: default_convert(v, device) for k, v in data.items()})
     if isinstance(data, tuple) and hasattr(data, "_fields"):
         return type(data)(*(default_convert(d, device) for d in data))
     if isinstance(data, tuple):
