@@ -73,7 +73,8 @@ def _host(t, where):
                             f"written to safetensors (at {where})") from None
     if arr.dtype != want:           # int64/float64 stored narrower without x64: PyTorch's width
         arr = arr.astype(want)
-    return np.ascontiguousarray(arr)
+    # not np.ascontiguousarray: it turns a 0-d array into shape (1,)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")
 
 
 def _is_flat_state_dict(obj):
