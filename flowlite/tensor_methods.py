@@ -273,4 +273,7 @@ Tensor.is_cpu = property(lambda self: _platform_of(self.device) == "cpu")
 Tensor.is_mps = property(lambda self: _platform_of(self.device) == "METAL")
 Tensor.is_xpu = property(lambda self: False)        # JAX has no Intel XPU backend
 Tensor.is_meta = property(lambda self: False)
+# page-locked host memory has no meaning here (JAX places the data): the same values
+Tensor.pin_memory = lambda self, device=None: self
+Tensor.is_pinned = lambda self, device=None: False
 Tensor.get_device = lambda self: self.device.index if _platform_of(self.device) != "cpu" else -1

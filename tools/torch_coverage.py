@@ -10,8 +10,9 @@ Each Python file is parsed (never run).  Names are collected in five groups:
 * `optim`    — `torch.optim.X` (and `torch.optim.lr_scheduler.X`),
 * `Tensor`, `Module`, `Optimizer` — attributes used on any object (`x.view(...)`,
   `model.parameters()`) whose name is an attribute of `torch.Tensor` (or, failing that,
-  of `nn.Module` / `optim.Optimizer`) in PyTorch 2.13 — a heuristic: `d.values()` on a
-  dict counts as `Tensor.values`, so a few reported names are not tensor uses.
+  of `nn.Module` / `optim.Optimizer`) in PyTorch 2.13 — a heuristic: attributes of
+  other imported modules (`re.compile`, `np.sort`) are skipped, but `d.values()` on a
+  dict still counts as `Tensor.values`, so a few reported names are not tensor uses.
 
 Module aliases are followed through imports (`import torch.nn.functional as F`,
 `from torch import nn, optim`, `from torch.utils.data import DataLoader`).  A name is
@@ -81,6 +82,7 @@ class _Scanner(ast.NodeVisitor):
     def __init__(self, path, attrs, record):
         self.path, self.attrs, self.record = path, attrs, record
         self.aliases = {}            # local name -> dotted torch path
+        self.other_modules = set()   # names bound to other modules (`re`, `np`, `os`)
 
     def _import_alias(self, name, asname):
         if name == "torch" or name.startswith("torch."):
@@ -88,6 +90,8 @@ class _Scanner(ast.NodeVisitor):
                 self.aliases[asname] = name
             else:
                 self.aliases["torch"] = "torch"
+        else:
+            self.other_modules.add(asname or name.split(".")[0])
 
     def visit_Import(self, node):
         for a in node.names:
@@ -108,6 +112,8 @@ class _Scanner(ast.NodeVisitor):
         if chain is not None and chain[0] in self.aliases:
             self.record(".".join([self.aliases[chain[0]], *chain[1]]), self.path, node.lineno)
             return                   # the maximal chain only, not its prefixes
+        if chain is not None and chain[0] in self.other_modules:
+            return                   # re.compile, np.sort, os.path.join: not torch objects
         name = node.attr
         for cls in ("Tensor", "Module", "Optimizer"):
             if name in self.attrs.get(cls, ()):
