@@ -1,5 +1,10 @@
 """Checkpoints: `flowlite.save(obj, path)` / `flowlite.load(path)`.
 
+`save` writes this module's format, or safetensors for a `.safetensors` path / with
+`format="safetensors"` (`flowlite.safetensors_format`); `load` recognises all three of
+this format, safetensors and PyTorch's `torch.save` zip (`flowlite.torch_checkpoint`,
+a restricted unpickler) by their first bytes.  What follows is flowlite's own format.
+
 Saves nested dicts / lists / tuples of tensors, numpy arrays, Python scalars
 (bool, int, float incl. inf/nan), strings, None and flowlite dtypes — model
 and optimizer state dicts, scheduler states, training metadata.  Loading never
