@@ -302,13 +302,14 @@ def load(name: str, data, map_location=None):
         zf = zipfile.ZipFile(io.BytesIO(bytes(data)))
         names = zf.namelist()
     except (zipfile.BadZipFile, ValueError, OSError) as e:
-        raise ValueError(f"flowlite.load: {name}: not a readable torch.save zip archive "
-                         f"({e})") from None
+        raise ValueError(f"flowlite.load: {name}: not a flowlite checkpoint, and not a "
+                         f"readable torch.save zip archive either ({e})") from None
     pkls = [n for n in names if n == "data.pkl" or n.endswith("/data.pkl")]
     pkls = [n for n in pkls if n.count("/") <= 1]
     if len(pkls) != 1:
-        raise ValueError(f"flowlite.load: {name}: a zip file but not a torch.save archive "
-                         f"(expected one <name>/data.pkl, found {len(pkls)})")
+        raise ValueError(f"flowlite.load: {name}: not a flowlite checkpoint: a zip file but "
+                         f"not a torch.save archive (expected one <name>/data.pkl, found "
+                         f"{len(pkls)})")
     prefix = pkls[0][:-len("data.pkl")]
     byteorder = "<"
     if f"{prefix}byteorder" in names:
