@@ -107,6 +107,10 @@ __version__ = "0.1.0"
 
 from . import extend  # noqa: E402,F401  (the extension API nn/optim/data build on)
 from . import nn, optim, data  # noqa: E402  (fl.nn, fl.optim, fl.data like torch.nn/optim)
+# PyTorch's other namespaces, so `import flowlite as torch` reaches torch.utils.data,
+# torch.cuda, torch.accelerator, torch.backends.cudnn (see flowlite.run for `import torch`)
+from . import utils, cuda, accelerator, backends  # noqa: E402
+from .data import Generator  # noqa: E402
 
 # Lazy tracing allocates a few small objects per op; Python's full (generation-2) garbage
 # collections would rescan the ~100k long-lived objects JAX creates at import on every

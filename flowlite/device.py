@@ -29,10 +29,20 @@ class Device:
         return (device, (str(self),))
 
 
+def platform_of(dev: Device) -> str:
+    """The JAX platform ("cpu", "gpu", "tpu", ...) a device (or a mesh device) runs on."""
+    jd = dev.jax_device
+    if hasattr(jd, "platform"):
+        return "gpu" if jd.platform in ("gpu", "cuda", "rocm") else jd.platform
+    d = next(iter(jd.device_set))           # a mesh: the sharding's devices
+    return "gpu" if d.platform in ("gpu", "cuda", "rocm") else d.platform
+
+
 def _from_jax(d) -> Device:
     dev = _cache.get(d)
     if dev is None:
-        kind = "gpu" if d.platform in ("gpu", "cuda", "rocm") else d.platform
+        # PyTorch's name for a GPU is "cuda" (device.type, str(device)); JAX's is "gpu"
+        kind = "cuda" if d.platform in ("gpu", "cuda", "rocm") else d.platform
         dev = _cache[d] = Device(kind, d.id if kind != "cpu" else d.id, d)
     return dev
 

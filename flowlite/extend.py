@@ -24,6 +24,8 @@ What it offers:
 * reading what a tensor is without a sync: `is_pending`, `device_array`;
 * devices and placement: `Device`, `device(...)` (PyTorch's `torch.device`), and `put`
   (place a jax array on a device or sharding, across processes too);
+* data parallelism over device meshes (`Mesh`, `data_parallel`, `shard_batch`,
+  `global_batch`: flowlite.distributed's GSPMD placement, for `nn.parallel`);
 * a Tensor subclass whose constructor takes a tensor (`nn.Parameter`) initialises itself as
   a handle on that tensor's value with `share_into(self, t)`.
 """
@@ -41,12 +43,14 @@ from .recording import (host_scalar, rebind, record, record_into, set_value,
                         share, share_into)
 from .executor import sync as _sync
 from .compile import register_guard
+from .distributed import Mesh, data_parallel, global_batch, shard_batch
 
 __all__ = ["Tensor", "Size", "ops", "prims", "random", "dtypes", "scan", "no_grad",
            "enable_grad", "is_grad_enabled", "set_grad_enabled", "from_numpy", "from_jax",
            "tensor", "Prim", "primitive", "record", "record_into", "rebind", "set_value",
            "share", "share_into", "host_scalar", "is_pending", "device_array", "sync",
-           "user_site", "register_guard", "Device", "device", "put"]
+           "user_site", "register_guard", "Device", "device", "put", "Mesh", "data_parallel",
+           "shard_batch", "global_batch"]
 
 _DATA = _ir.DATA
 

@@ -197,3 +197,15 @@ def multinomial(input, num_samples, replacement=False, generator=None):  # noqa:
     idx = apply(P.rng_multinomial, (key, n, rows), (num, bool(replacement), out),
                 (rows.shape[0], num), out)
     return idx if input.ndim == 2 else reshape(idx, (num,))
+
+
+def host_seed() -> int:
+    """A 63-bit seed for host-side randomness (DataLoader shuffles, samplers, random_split),
+    drawn from the global generator as PyTorch draws those from its default generator:
+    reproducible per `manual_seed`, different on every call (it advances the draw counter,
+    which `get_rng_state` saves), and no device work."""
+    n = rt.rng_draws
+    rt.rng_draws = n + 1
+    state = np.random.SeedSequence([rt.rng_seed % (2 ** 64), n, 0x5EED]).generate_state(
+        1, np.uint64)
+    return int(state[0] >> np.uint64(1))

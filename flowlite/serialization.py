@@ -1,5 +1,10 @@
 """Checkpoints: `flowlite.save(obj, path)` / `flowlite.load(path)`.
 
+`save` writes this module's format, or safetensors for a `.safetensors` path / with
+`format="safetensors"` (`flowlite.safetensors_format`); `load` recognises all three of
+this format, safetensors and PyTorch's `torch.save` zip (`flowlite.torch_checkpoint`,
+a restricted unpickler) by their first bytes.  What follows is flowlite's own format.
+
 Saves nested dicts / lists / tuples of tensors, numpy arrays, Python scalars
 (bool, int, float incl. inf/nan), strings, None and flowlite dtypes — model
 and optimizer state dicts, scheduler states, training metadata.  Loading never
@@ -70,6 +75,7 @@ import numpy as np
 from . import dtypes as D
 from .device import device as _device
 from .tensor import Tensor, from_numpy
+from . import safetensors_format as _safetensors, torch_checkpoint as _torch_checkpoint
 
 __all__ = ["save", "load", "FORMAT_VERSION"]
 
@@ -86,7 +92,8 @@ _MAX_DEPTH = 100        # nesting levels of a saved object, for save and load al
 class _Writer:
     """Encodes the tree into JSON nodes and lays the arrays out in the data section."""
 
-    def __init__(self):
+    def __init__(self, on_leaf=None):
+        self.on_leaf = on_leaf  # (value, path) -> node: another format stores the arrays
         self.arrays = []        # (offset, uint8 view) in data order
         self.size = 0
         self.by_id = {}         # id(tensor) -> node, so shared tensors are stored once
@@ -104,7 +111,7 @@ class _Writer:
         self.size = offset + max(raw.nbytes, 1)
         return offset, raw.nbytes
 
-    def encode(self, obj, where, depth=0):
+    def encode(self, obj, where, depth=0, path=()):
         if depth > _MAX_DEPTH:
             raise ValueError(f"flowlite.save: object nested deeper than {_MAX_DEPTH} levels at "
                              f"{where}")
@@ -116,6 +123,10 @@ class _Writer:
             if math.isfinite(obj):
                 return float(obj)
             return {"$float": "nan" if math.isnan(obj) else ("inf" if obj > 0 else "-inf")}
+        if self.on_leaf is not None and isinstance(obj, (Tensor, np.ndarray)):
+            if isinstance(obj, np.ndarray):
+                _dtype_name(obj.dtype, where)
+            return self.on_leaf(obj, path)
         if isinstance(obj, Tensor):
             node = self.by_id.get(id(obj))
             if node is None:
@@ -145,9 +156,11 @@ class _Writer:
                     items = []
                     for k, v in obj.items():
                         kn = self.encode_key(k, where)
-                        items.append([kn, self.encode(v, f"{where}[{k!r}]", depth + 1)])
+                        items.append([kn, self.encode(v, f"{where}[{k!r}]", depth + 1,
+                                                      path + (k,))])
                     return {"$dict": items}
-                enc = [self.encode(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(obj)]
+                enc = [self.encode(v, f"{where}[{i}]", depth + 1, path + (i,))
+                       for i, v in enumerate(obj)]
                 return enc if isinstance(obj, list) else {"$tuple": enc}
             finally:
                 self.active.discard(id(obj))
@@ -204,14 +217,46 @@ def _write_stream(f, head, w):
     f.write(END_MARKER)
 
 
-def save(obj, path) -> None:
-    """Save `obj` (nested dicts/lists/tuples of tensors, numpy arrays, scalars, strings,
-    None) to `path` atomically, or to a writable binary file object."""
-    head, w = _serialize(obj)
+_SAVE_KWARGS = {"pickle_module", "pickle_protocol", "_use_new_zipfile_serialization"}
+
+
+def _format_for(path, format):
+    if format is not None:
+        if format not in ("flowlite", "safetensors"):
+            raise ValueError(f"flowlite.save: unknown format {format!r}; expected 'flowlite' "
+                             "or 'safetensors'")
+        return format
+    name = os.fspath(path) if not hasattr(path, "write") else getattr(path, "name", "")
+    return "safetensors" if str(name).endswith(".safetensors") else "flowlite"
+
+
+def save(obj, path, format=None, **torch_kwargs) -> None:
+    """Save `obj` to `path` atomically, or to a writable binary file object.
+
+    format: "flowlite" (default) — nested dicts/lists/tuples of tensors, numpy arrays,
+    scalars, strings, None; "safetensors" (default for a `.safetensors` path) — standard
+    safetensors that PyTorch and the Hugging Face ecosystem read (`flowlite.safetensors_format`
+    documents how nested objects are flattened).  torch.save's `pickle_module`,
+    `pickle_protocol` and `_use_new_zipfile_serialization` are accepted and ignored:
+    flowlite never pickles."""
+    unknown = set(torch_kwargs) - _SAVE_KWARGS
+    if unknown:
+        raise TypeError(f"flowlite.save: unexpected arguments {sorted(unknown)}")
+    if _format_for(path, format) == "safetensors":
+        payload = _safetensors.encode(obj, lambda o, on_leaf: _Writer(on_leaf).encode(o, "obj"))
+        write = lambda f: f.write(payload)   # noqa: E731
+    else:
+        head, w = _serialize(obj)
+        write = lambda f: _write_stream(f, head, w)   # noqa: E731
     if hasattr(path, "write"):
-        _write_stream(path, head, w)
+        write(path)
         return
-    path = os.fspath(path)
+    _atomic_write(os.fspath(path), write)
+
+
+def _atomic_write(path, write) -> None:
+    """Write through a temporary file, fsync, rename over `path`, fsync the directory: a
+    crash or a failing write leaves the previous file intact."""
     target = os.path.realpath(path)        # write through a symlink, like open(path, "wb")
     directory = os.path.dirname(target)
     if not os.path.isdir(directory):
@@ -226,7 +271,7 @@ def save(obj, path) -> None:
             os.close(fd)
             raise
         with f:
-            _write_stream(f, head, w)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, target)
@@ -290,6 +335,8 @@ def _json_object(pairs):
 class _Reader:
     """Decodes the header tree in two passes over it: `check` validates every node and
     claims every array's slot, allocating nothing; then `build` makes the objects."""
+
+    leaf = None     # (kind, node) -> value: the arrays live elsewhere (safetensors)
 
     def __init__(self, name, data, data_start, data_bytes, device):
         self.name = name
@@ -415,6 +462,8 @@ class _Reader:
             return out
         if tag == "$float" and isinstance(val, str) and val in _FLOATS:
             return float(val)
+        if tag in ("$tensor", "$ndarray") and self.leaf is not None:
+            return self.leaf(tag, node) if building else None
         if tag == "$tensor":
             dt, shape, offset, nbytes = self.spec(val, "tensor")
             rg = val.get("requires_grad", False)
@@ -444,13 +493,20 @@ class _Reader:
         raise self.bad(f"unknown header node {_short(tag)}")
 
 
-def load(path, map_location=None):
-    """Load an object saved by `flowlite.save` from `path` (or a readable binary file).
+def load(path, map_location=None, weights_only=None, mmap=None, **pickle_load_args):
+    """Load a checkpoint from `path` (or a readable binary file): flowlite's own format,
+    safetensors (from PyTorch, Hugging Face, ... or `flowlite.save`), or a PyTorch
+    `torch.save` file of tensors / state_dicts (read without torch, and without running
+    code from the file — like `torch.load(weights_only=True)`, whatever `weights_only` says).
 
     `map_location`: a device (or anything `flowlite.device` accepts) to put the tensors
-    on; default: the default device.  Raises FileNotFoundError for a missing file and
-    ValueError naming the file and the problem for a truncated, corrupt or foreign one
-    (never more memory than twice the file's size, whatever its header claims)."""
+    on, or for torch files a dict mapping saved locations ("cuda:0") to devices; default:
+    the default device.  `mmap` is accepted (the file is read into memory).  Raises
+    FileNotFoundError for a missing file and ValueError naming the file and the problem
+    for a truncated, corrupt, foreign or unsafe one."""
+    unknown = set(pickle_load_args) - {"encoding", "pickle_module"}
+    if unknown:
+        raise TypeError(f"flowlite.load: unexpected arguments {sorted(unknown)}")
     if hasattr(path, "read"):
         name = getattr(path, "name", "<file object>")
         data = path.read()
@@ -461,10 +517,27 @@ def load(path, map_location=None):
         name = os.fspath(path)
         with open(name, "rb") as f:
             data = f.read()
+    data = memoryview(data).cast("B")
+    name = str(name)
+    if _torch_checkpoint.is_torch_file(data):
+        return _torch_checkpoint.load(name, data, map_location)
     device = None
     if map_location is not None:
+        if isinstance(map_location, dict) or callable(map_location):
+            raise TypeError(f"flowlite.load: {name}: map_location must be a device for "
+                            "flowlite and safetensors checkpoints (a dict or function is "
+                            "only understood for torch.save files)")
         device = _device(map_location)
-    return _decode_file(str(name), memoryview(data).cast("B"), device)
+    if bytes(data[:len(MAGIC)]) != MAGIC and _safetensors.looks_like_safetensors(data):
+        return _safetensors.decode(name, data, device, lambda tree, leaf: _tree_reader(
+            name, device, leaf).run(tree))
+    return _decode_file(name, data, device)
+
+
+def _tree_reader(name, device, leaf):
+    r = _Reader(name, b"", 0, 0, device)
+    r.leaf = leaf
+    return r
 
 
 def _decode_file(name, data, device):
@@ -472,9 +545,9 @@ def _decode_file(name, data, device):
     if size < len(MAGIC) or bytes(data[:len(MAGIC)]) != MAGIC:
         if size < len(MAGIC) and MAGIC.startswith(bytes(data)):
             raise ValueError(f"flowlite.load: {name}: file is truncated ({size} bytes)")
-        pickled = bytes(data[:1]) == b"\x80" or bytes(data[:2]) == b"PK"
-        hint = " (it looks like a pickle or a torch.save zip; flowlite never unpickles)" \
-            if pickled else ""
+        pickled = bytes(data[:1]) == b"\x80"
+        hint = " (it looks like a pickle that is not a torch.save checkpoint; flowlite " \
+            "never unpickles arbitrary objects)" if pickled else ""
         raise ValueError(f"flowlite.load: {name}: not a flowlite checkpoint (bad magic bytes "
                          f"{bytes(data[:len(MAGIC)])!r}){hint}")
     if size < _PREFIX.size:

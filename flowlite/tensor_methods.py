@@ -13,7 +13,7 @@ from . import dtypes as D
 from . import ops as F
 from . import random as R
 from . import views as V
-from .device import Device, device as _make_device
+from .device import Device, device as _make_device, platform_of as _platform_of
 from .recording import rebind, setitem
 from .tensor import Tensor, from_jax, tensor as _tensor
 
@@ -290,3 +290,15 @@ Tensor.uniform_ = _uniform_
 Tensor.normal_ = _normal_
 Tensor.bernoulli_ = _bernoulli_
 Tensor.random_ = _random_
+
+
+# where a tensor lives, PyTorch's way (answered from the device, never a sync)
+Tensor.is_cuda = property(lambda self: _platform_of(self.device) == "gpu")
+Tensor.is_cpu = property(lambda self: _platform_of(self.device) == "cpu")
+Tensor.is_mps = property(lambda self: _platform_of(self.device) == "METAL")
+Tensor.is_xpu = property(lambda self: False)        # JAX has no Intel XPU backend
+Tensor.is_meta = property(lambda self: False)
+# page-locked host memory has no meaning here (JAX places the data): the same values
+Tensor.pin_memory = lambda self, device=None: self
+Tensor.is_pinned = lambda self, device=None: False
+Tensor.get_device = lambda self: self.device.index if _platform_of(self.device) != "cpu" else -1

@@ -382,9 +382,10 @@ def test_tensor_dataset_reads_back_objects_with_numpy_method():
     assert isinstance(ds.arrays[0], np.ndarray) and len(ds) == 3
 
 
-def test_dataset_is_abstract():
-    with pytest.raises(TypeError):
-        Dataset()
+def test_dataset_base_is_pytorchs():
+    # like torch.utils.data.Dataset: instantiable, indexing a bare one names the missing method
+    with pytest.raises(NotImplementedError, match="__getitem__"):
+        Dataset()[0]
 
 
 @pytest.mark.parametrize("lengths", [[7, 3], [0.7, 0.3], [0.5, 0.25, 0.25], [0.33, 0.33, 0.34]])

@@ -7,30 +7,49 @@ can be used from the loader's background thread without touching lazy graph stat
 
 from __future__ import annotations
 
-import abc
+import bisect
 import math
 import numbers
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
 import numpy as np
 
-__all__ = ["Dataset", "TensorDataset", "Subset", "random_split", "batch_getter"]
+from .. import extend
+from .generator import host_rng
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
+           "ChainDataset", "StackDataset", "random_split", "batch_getter"]
 
 
-class Dataset(abc.ABC):
-    """Base class of map-style datasets: an item per integer index, and a known length.
+class Dataset:
+    """Base class of map-style datasets (PyTorch's): an item per key via ``__getitem__``.
 
-    The loader needs both — the length to plan epochs, shuffles and shards up front, and
-    random access to fetch items in any order — so both are abstract.
+    Subclasses define ``__getitem__`` and usually ``__len__`` (the default samplers need
+    it; a custom sampler does not).  ``a + b`` concatenates two datasets.
     """
 
-    @abc.abstractmethod
     def __getitem__(self, index: int) -> Any:
-        """Return the item at ``index`` (usually a tuple such as ``(input, target)``)."""
+        raise NotImplementedError(f"{type(self).__name__}: subclasses of Dataset should "
+                                  "implement __getitem__")
 
-    @abc.abstractmethod
-    def __len__(self) -> int:
-        """Return the number of items."""
+    def __add__(self, other: "Dataset") -> "ConcatDataset":
+        return ConcatDataset([self, other])
+
+
+class IterableDataset(Dataset):
+    """Base class of iterable-style datasets: items come from ``__iter__`` (a stream, not
+    indexable).  With ``num_workers > 0`` every worker iterates its own ``iter(dataset)``;
+    split the stream with ``get_worker_info()`` as in PyTorch, or items repeat."""
+
+    def __iter__(self) -> Iterator[Any]:
+        raise NotImplementedError(f"{type(self).__name__}: subclasses of IterableDataset "
+                                  "should implement __iter__")
+
+    def __getitem__(self, index):
+        raise TypeError(f"{type(self).__name__} is an IterableDataset: it cannot be indexed")
+
+    def __add__(self, other: "Dataset") -> "ChainDataset":
+        return ChainDataset([self, other])
 
 
 def _to_host_array(value: Any, position: int) -> np.ndarray:
@@ -59,11 +78,13 @@ def _to_host_array(value: Any, position: int) -> np.ndarray:
 
 
 class TensorDataset(Dataset):
-    """Dataset whose i-th item is ``(a[i] for a in arrays)``, for arrays sharing a first dim.
+    """Dataset whose i-th item is ``tuple(t[i] for t in tensors)`` (flowlite tensors, as in
+    PyTorch), for tensors or arrays sharing a first dimension.
 
-    Arrays are held as numpy (tensors are read back once at construction), which lets the
-    DataLoader fetch a whole batch with one fancy-indexing call per array (``get_batch``)
-    instead of one Python call per sample.
+    The data are held as numpy (tensors are read back once at construction): an item is a
+    host slice placed as a tensor (no graph op, no sync), and the DataLoader fetches a
+    whole batch with one fancy-indexing call per array (``get_batch``) instead of one
+    Python call per sample.
     """
 
     def __init__(self, *arrays: Any):
@@ -85,7 +106,12 @@ class TensorDataset(Dataset):
         return self.arrays[0].shape[0]
 
     def __getitem__(self, index: int) -> tuple:
-        return tuple(a[index] for a in self.arrays)
+        return tuple(extend.from_numpy(np.asarray(a[index])) for a in self.arrays)
+
+    @property
+    def tensors(self) -> tuple:
+        """The data as flowlite tensors (PyTorch's ``TensorDataset.tensors``)."""
+        return tuple(extend.from_numpy(a) for a in self.arrays)
 
     def get_batch(self, indices: np.ndarray) -> tuple:
         """Return the stacked batch for ``indices``: one gather per array, no per-item loop."""
@@ -170,24 +196,92 @@ def _resolve_lengths(lengths: Sequence[Any], n: int) -> list[int]:
 def random_split(
     dataset: Any,
     lengths: Sequence[Any],
+    generator: Any = None,
+    *,
     seed: Optional[int] = None,
-    generator: Optional[np.random.Generator] = None,
 ) -> list[Subset]:
     """Split ``dataset`` into non-overlapping random Subsets of the given lengths.
 
     ``lengths`` is either integers summing to ``len(dataset)`` or fractions summing to 1
-    (PyTorch's rules). Pass ``seed`` (or a numpy ``generator``) for a reproducible split,
-    e.g. a train/validation split that must not change when training is resumed.
+    (PyTorch's rules). The order comes from ``generator`` (a ``flowlite.Generator`` — e.g.
+    ``Generator().manual_seed(42)`` — or a numpy Generator), from ``seed``, or else from
+    flowlite's global generator (reproducible per ``flowlite.manual_seed``).
     """
     if seed is not None and generator is not None:
         raise ValueError("random_split: pass either seed or generator, not both")
-    if generator is None:
-        generator = np.random.default_rng(seed)
-    elif not isinstance(generator, np.random.Generator):
-        raise TypeError(
-            f"random_split: generator must be a numpy.random.Generator, got {type(generator).__name__}"
-        )
+    rng = np.random.default_rng(seed) if seed is not None else host_rng(generator, "random_split")
     sizes = _resolve_lengths(lengths, len(dataset))
-    order = generator.permutation(len(dataset))
+    order = rng.permutation(len(dataset))
     bounds = np.cumsum([0] + sizes)
     return [Subset(dataset, order[start:stop]) for start, stop in zip(bounds[:-1], bounds[1:])]
+
+
+class ConcatDataset(Dataset):
+    """The datasets one after another (map-style ones only)."""
+
+    def __init__(self, datasets: Iterable[Dataset]):
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("ConcatDataset: datasets should not be an empty iterable")
+        for d in self.datasets:
+            if isinstance(d, IterableDataset):
+                raise TypeError("ConcatDataset does not support IterableDataset (use "
+                                "ChainDataset)")
+        self.cumulative_sizes = np.cumsum([len(d) for d in self.datasets]).tolist()
+
+    def __len__(self) -> int:
+        return self.cumulative_sizes[-1]
+
+    def __getitem__(self, index: int) -> Any:
+        n = len(self)
+        if index < 0:
+            if -index > n:
+                raise ValueError(f"ConcatDataset: absolute value of index {index} should not "
+                                 f"exceed dataset length {n}")
+            index += n
+        if index >= n:
+            raise IndexError(f"ConcatDataset: index {index} is out of range for length {n}")
+        k = bisect.bisect_right(self.cumulative_sizes, index)
+        start = self.cumulative_sizes[k - 1] if k else 0
+        return self.datasets[k][index - start]
+
+
+class ChainDataset(IterableDataset):
+    """Iterable datasets chained one after another."""
+
+    def __init__(self, datasets: Iterable[Dataset]):
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise TypeError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self.datasets)
+
+
+class StackDataset(Dataset):
+    """Item i is ``(a[i], b[i], ...)`` (positional) or ``{"k": a[i], ...}`` (keywords)."""
+
+    def __init__(self, *args: Dataset, **kwargs: Dataset):
+        if args and kwargs:
+            raise ValueError("StackDataset: supported either tuple-like (positional) or "
+                             "dict-like (keyword) input, but both were given")
+        parts = list(args) or list(kwargs.values())
+        if not parts:
+            raise ValueError("StackDataset: at least one dataset should be passed")
+        lengths = {len(d) for d in parts}
+        if len(lengths) != 1:
+            raise ValueError("StackDataset: size mismatch between datasets")
+        self._length = lengths.pop()
+        self.datasets = args if args else kwargs
+
+    def __len__(self) -> int:
+        return self._length
+
+    def __getitem__(self, index: int) -> Any:
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)

@@ -1,136 +1,76 @@
-"""DataLoader: batches from a Dataset, collated to flowlite tensors, prepared one step ahead.
+"""DataLoader: PyTorch's loader (same signature), batches collated to flowlite tensors and
+prepared ahead in background threads.
 
 flowlite dispatches a training step asynchronously, so the host is free while the device
-runs. The loader uses that time: a background thread gathers, stacks and places the next
-``prefetch`` batches on the device, so the step after this one finds its inputs ready.
+runs. The loader uses that time: background threads gather, stack and place the next
+batches on the device, so the step after this one finds its inputs ready.
+
+* ``num_workers=0``: one background thread prepares ``prefetch`` (default 2) batches ahead
+  — flowlite's overlap; ``get_worker_info()`` is None there, as in PyTorch's main process.
+* ``num_workers=N``: N worker *threads* (not processes), each preparing every N-th batch,
+  ``prefetch_factor`` (default 2) ahead; batches arrive in order.  Inside a worker
+  ``get_worker_info()`` says which one it is; ``worker_init_fn(worker_id)`` runs first (once
+  per loader with ``persistent_workers``).  Threads share the dataset object and the
+  process's global RNGs (PyTorch's worker processes get copies and reseeded RNGs); they
+  speed up loading where ``__getitem__`` releases the GIL (numpy, file reads, decoding).
+* ``pin_memory`` is accepted: placement is done by the workers already (a ``device_put``).
+* ``timeout`` > 0: waiting longer than that for a batch raises RuntimeError.
+* flowlite extras (keyword-only): ``seed`` (reproducible shuffles, epoch ``e`` uses
+  ``seed + e``, see ``set_epoch``), ``prefetch``, ``device`` (where batches are placed;
+  default: the default device), ``num_replicas``/``rank`` (a built-in DistributedSampler).
 """
 
 from __future__ import annotations
 
+import atexit
 import math
 import numbers
 import queue
 import threading
+import weakref
 from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
 from .. import extend
-from .dataset import batch_getter
+from .collate import (collate_numpy, default_collate, default_convert, to_device,
+                      torch_structure)
+from .dataset import IterableDataset, batch_getter
+from .generator import host_rng
+from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
-__all__ = ["DataLoader", "collate_numpy", "to_device", "default_collate"]
+__all__ = ["DataLoader", "collate_numpy", "to_device", "default_collate", "default_convert",
+           "get_worker_info", "WorkerInfo"]
 
 THREAD_NAME = "flowlite-data-loader"
 
 
-# ---------------------------------------------------------------- collation
+# ---------------------------------------------------------------- worker threads
 
 
-def _python_scalars_to_array(values: list, where: str) -> Optional[np.ndarray]:
-    """Stack plain Python numbers with JAX's 32-bit defaults, or return None.
+class WorkerInfo:
+    """What ``get_worker_info()`` returns inside a worker (PyTorch's fields)."""
 
-    ``np.asarray`` would make python ints int64 and floats float64, widths that JAX
-    (without x64) silently narrows anyway; choosing 32 bits here keeps host and device
-    dtypes identical, so the graph key does not depend on how a dataset spelt a label.
-    """
-    if not all(isinstance(v, (bool, int, float)) for v in values):
-        return None
-    if all(isinstance(v, bool) for v in values):
-        return np.array(values, dtype=np.bool_)
-    if all(isinstance(v, int) for v in values):
-        try:
-            return np.array(values, dtype=np.int32)
-        except OverflowError:
-            raise ValueError(f"cannot collate {where}: integer values do not fit in int32") from None
-    return np.array(values, dtype=np.float32)
+    def __init__(self, id: int, num_workers: int, seed: int, dataset: Any):
+        self.id, self.num_workers, self.seed, self.dataset = id, num_workers, seed, dataset
+
+    def __repr__(self):
+        return f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed})"
 
 
-def _as_array(value: Any) -> np.ndarray:
-    if isinstance(value, np.ndarray):
-        return value
-    if callable(getattr(value, "numpy", None)) and not isinstance(value, np.generic):
-        return np.asarray(value.numpy())
-    return np.asarray(value)
+_worker_local = threading.local()
 
 
-def _stack(values: list, where: str) -> Any:
-    """Stack one field of every item of a batch into a single array."""
-    if isinstance(values[0], (str, bytes)):
-        return list(values)  # text stays text: there is no tensor of strings
-    stacked = _python_scalars_to_array(values, where)
-    if stacked is not None:
-        return stacked
-    arrays = [_as_array(v) for v in values]
-    for k, a in enumerate(arrays):
-        if a.shape != arrays[0].shape:
-            raise ValueError(
-                f"cannot collate {where}: item 0 has shape {arrays[0].shape} but item {k} has "
-                f"shape {a.shape}; pass a collate_fn that pads or crops"
-            )
-        if a.dtype == object:
-            raise TypeError(f"cannot collate {where}: item {k} is not numeric ({type(values[k]).__name__})")
-    return np.stack(arrays)
+def get_worker_info() -> Optional[WorkerInfo]:
+    """This worker thread's WorkerInfo, or None outside a DataLoader worker."""
+    return getattr(_worker_local, "info", None)
 
-
-def _collate(values: list, where: str) -> Any:
-    first = values[0]
-    if isinstance(first, dict):
-        keys = list(first)
-        for k, v in enumerate(values):
-            if not isinstance(v, dict) or list(v) != keys:
-                raise ValueError(f"cannot collate {where}: item 0 has keys {keys} but item {k} has {v!r:.80}")
-        return {key: _collate([v[key] for v in values], f"{where}[{key!r}]") for key in keys}
-    if isinstance(first, (tuple, list)):
-        width = len(first)
-        for k, v in enumerate(values):
-            if not isinstance(v, (tuple, list)) or len(v) != width:
-                got = len(v) if isinstance(v, (tuple, list)) else type(v).__name__
-                raise ValueError(f"cannot collate {where}: item 0 has {width} fields but item {k} has {got}")
-        fields = [_collate([v[f] for v in values], f"{where}[{f}]") for f in range(width)]
-        return type(first)(*fields) if hasattr(first, "_fields") else tuple(fields)
-    return _stack(values, where)
-
-
-def collate_numpy(items: list) -> Any:
-    """Stack a list of dataset items into a batch of numpy arrays, keeping the item structure.
-
-    Items may be arrays, numpy scalars, Python numbers, or tuples / namedtuples / dicts of
-    them (nested). Python ints become int32 and floats float32 (JAX's defaults).
-    """
-    if len(items) == 0:
-        raise ValueError("cannot collate an empty batch")
-    return _collate(list(items), "batch")
-
-
-def to_device(batch: Any, device: Any = None) -> Any:
-    """Turn every numpy array of a collated batch into a flowlite tensor on ``device``.
-
-    ``flowlite.from_numpy`` does the placement (a ``jax.device_put``); running it in the
-    loader thread is what overlaps host-to-device copies with the current step.
-    """
-    if isinstance(batch, (np.ndarray, np.generic)):
-        return extend.from_numpy(np.asarray(batch), device=device)
-    if isinstance(batch, dict):
-        return {k: to_device(v, device) for k, v in batch.items()}
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
-        return type(batch)(*(to_device(v, device) for v in batch))
-    if isinstance(batch, (tuple, list)) and not (batch and isinstance(batch[0], (str, bytes))):
-        return type(batch)(to_device(v, device) for v in batch)
-    return batch
-
-
-def default_collate(items: list, device: Any = None) -> Any:
-    """Stack items with :func:`collate_numpy`, then place them with :func:`to_device`."""
-    return to_device(collate_numpy(items), device)
-
-
-# ---------------------------------------------------------------- background thread
 
 _END = object()
 
 
 class _Failure:
-    """Carries an exception raised in the loader thread over to the consumer."""
+    """Carries an exception raised in a loader thread over to the consumer."""
 
     def __init__(self, exc: BaseException):
         self.exc = exc
@@ -148,14 +88,19 @@ def _put(out: queue.Queue, item: Any, stop: threading.Event) -> bool:
     return False
 
 
-def _produce(make_batch: Callable, index_batches: list, out: queue.Queue, stop: threading.Event) -> None:
+def _produce(batches: Callable[[], Iterator], info: Optional[WorkerInfo],
+             init_fn: Optional[Callable], out: queue.Queue, stop: threading.Event) -> None:
     """Loader-thread body. Deliberately holds no reference to the iterator, so dropping
     the iterator (e.g. ``break`` out of a for loop) garbage-collects it, which stops us."""
     try:
-        for indices in index_batches:
+        if info is not None:
+            _worker_local.info = info
+            if init_fn is not None:
+                init_fn(info.id)
+        for batch in batches():
             if stop.is_set():
                 return
-            if not _put(out, make_batch(indices), stop):
+            if not _put(out, batch, stop):
                 return
     except BaseException as exc:  # noqa: BLE001 — every failure must reach the consumer
         _put(out, _Failure(exc), stop)
@@ -163,24 +108,44 @@ def _produce(make_batch: Callable, index_batches: list, out: queue.Queue, stop: 
     _put(out, _END, stop)
 
 
-class _BatchIterator:
-    """One pass over the loader's batches; prefetching in a daemon thread when prefetch > 0."""
+# Iterators whose threads may still run.  At interpreter exit they are stopped and joined
+# BEFORE Python tears down: a daemon thread frozen inside a C++ call (a jax device_put) at
+# shutdown aborts the process ("terminate called without an active exception").
+_live: weakref.WeakSet = weakref.WeakSet()
 
-    def __init__(self, make_batch: Callable, index_batches: list, prefetch: int):
-        self._make_batch = make_batch
-        self._pending = iter(index_batches)
+
+@atexit.register
+def _shutdown_loader_threads() -> None:
+    for it in list(_live):
+        it.close(timeout=5.0)
+
+
+class _BatchIterator:
+    """One pass over the loader's batches: from `sources` (one batch generator per
+    worker), round-robin — each in a thread of its own when `threaded`."""
+
+    def __init__(self, sources: list, threaded: bool, depth: int, timeout: float,
+                 infos: Optional[list] = None, init_fn: Optional[Callable] = None):
         self._done = False
-        self._thread: Optional[threading.Thread] = None
-        if prefetch > 0 and index_batches:
-            self._queue: queue.Queue = queue.Queue(maxsize=prefetch)
-            self._stop = threading.Event()
-            self._thread = threading.Thread(
+        self._timeout = timeout if timeout > 0 else None
+        self._threads: list = []
+        self._next = 0
+        if not threaded:
+            self._inline = [s() for s in sources]
+            return
+        self._inline = None
+        self._stop = threading.Event()
+        self._queues = [queue.Queue(maxsize=depth) for _ in sources]
+        for k, (source, q) in enumerate(zip(sources, self._queues)):
+            t = threading.Thread(
                 target=_produce,
-                args=(make_batch, index_batches, self._queue, self._stop),
-                name=THREAD_NAME,
-                daemon=True,
-            )
-            self._thread.start()
+                args=(source, infos[k] if infos else None, init_fn, q, self._stop),
+                name=THREAD_NAME, daemon=True)
+            self._threads.append(t)
+        _live.add(self)
+        for t in self._threads:
+            t.start()
+        self._live_queues = list(self._queues)
 
     def __iter__(self) -> "_BatchIterator":
         return self
@@ -188,39 +153,61 @@ class _BatchIterator:
     def __next__(self) -> Any:
         if self._done:
             raise StopIteration
-        if self._thread is None:
+        if self._inline is not None:
             return self._next_inline()
-        item = self._queue.get()
-        if item is _END:
-            self.close()
-            raise StopIteration
-        if isinstance(item, _Failure):
-            self.close()
-            raise item.exc
-        return item
+        while self._live_queues:
+            k = self._next % len(self._live_queues)
+            try:
+                item = self._live_queues[k].get(timeout=self._timeout)
+            except queue.Empty:
+                self.close()
+                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds "
+                                   "waiting for a batch") from None
+            if item is _END:
+                del self._live_queues[k]       # this worker is exhausted: skip it from now on
+                if self._live_queues:
+                    self._next = k % len(self._live_queues)
+                continue
+            if isinstance(item, _Failure):
+                self.close()
+                raise item.exc
+            self._next = k + 1
+            return item
+        self.close()
+        raise StopIteration
 
     def _next_inline(self) -> Any:
-        try:
-            indices = next(self._pending)
-        except StopIteration:
-            self._done = True
-            raise
-        return self._make_batch(indices)
-
-    def close(self) -> None:
-        """Stop the loader thread; safe to call any number of times."""
+        while self._inline:
+            k = self._next % len(self._inline)
+            try:
+                item = next(self._inline[k])
+            except StopIteration:
+                del self._inline[k]
+                if self._inline:
+                    self._next = k % len(self._inline)
+                continue
+            self._next = k + 1
+            return item
         self._done = True
-        thread = self._thread
-        if thread is None:
+        raise StopIteration
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Stop the loader threads; safe to call any number of times."""
+        self._done = True
+        if not self._threads:
             return
         self._stop.set()
-        while True:  # free queue slots so a thread blocked in put() notices at once
-            try:
-                self._queue.get_nowait()
-            except queue.Empty:
-                break
-        if thread is not threading.current_thread():
-            thread.join(timeout=1.0)
+        for q in self._queues:  # free queue slots so a thread blocked in put() notices at once
+            while True:
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    break
+        me = threading.current_thread()
+        for t in self._threads:
+            if t is not me:
+                t.join(timeout=timeout)
+        _live.discard(self)
 
     def __enter__(self) -> "_BatchIterator":
         return self
@@ -229,8 +216,108 @@ class _BatchIterator:
         self.close()
 
     def __del__(self) -> None:
-        if self._thread is not None:
+        if self._threads:
             self._stop.set()
+
+
+def _work(make_batch: Callable, info: WorkerInfo, init_fn: Optional[Callable],
+          tasks: queue.Queue, out: queue.Queue, stop: threading.Event) -> None:
+    """A map-style worker: build the batch for every index batch the consumer sends."""
+    _worker_local.info = info
+    try:
+        if init_fn is not None:
+            init_fn(info.id)
+    except BaseException as exc:  # noqa: BLE001
+        out.put(_Failure(exc))
+        return
+    while not stop.is_set():
+        try:
+            task = tasks.get(timeout=0.05)
+        except queue.Empty:
+            continue
+        if task is _END:
+            return
+        try:
+            out.put(make_batch(task))
+        except BaseException as exc:  # noqa: BLE001 — raised at this batch's turn
+            out.put(_Failure(exc))
+
+
+class _WorkerPool:
+    """Map-style loading with N worker threads, PyTorch's way: the consumer walks the plan
+    and hands index batch j to worker j % N, keeping ``depth`` batches per worker in
+    flight, and takes results back in order."""
+
+    def __init__(self, make_batch, plan, infos, init_fn, depth, timeout):
+        n = len(infos)
+        self._plan = plan
+        self._timeout = timeout if timeout > 0 else None
+        self._stop = threading.Event()
+        self._tasks = [queue.Queue() for _ in range(n)]
+        self._results = [queue.Queue() for _ in range(n)]
+        self._threads = [threading.Thread(target=_work, name=THREAD_NAME, daemon=True,
+                                          args=(make_batch, infos[k], init_fn, self._tasks[k],
+                                                self._results[k], self._stop))
+                         for k in range(n)]
+        self._sent = self._taken = 0
+        self._exhausted = self._done = False
+        _live.add(self)
+        for t in self._threads:
+            t.start()
+        for _ in range(depth * n):
+            self._dispatch()
+
+    def _dispatch(self) -> None:
+        if self._exhausted:
+            return
+        try:
+            task = next(self._plan)
+        except StopIteration:
+            self._exhausted = True
+            for q in self._tasks:
+                q.put(_END)
+            return
+        self._tasks[self._sent % len(self._tasks)].put(task)
+        self._sent += 1
+
+    def __iter__(self) -> "_WorkerPool":
+        return self
+
+    def __next__(self) -> Any:
+        if self._done or (self._exhausted and self._taken == self._sent):
+            self.close()
+            raise StopIteration
+        k = self._taken % len(self._results)
+        try:
+            item = self._results[k].get(timeout=self._timeout)
+        except queue.Empty:
+            self.close()
+            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds "
+                               "waiting for a batch") from None
+        if isinstance(item, _Failure):
+            self.close()
+            raise item.exc
+        self._taken += 1
+        self._dispatch()
+        return item
+
+    def close(self, timeout: float = 1.0) -> None:
+        self._done = True
+        self._stop.set()
+        me = threading.current_thread()
+        for t in self._threads:
+            if t is not me:
+                t.join(timeout=timeout)
+        _live.discard(self)
+
+    def __enter__(self) -> "_WorkerPool":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        self._stop.set()
 
 
 # ---------------------------------------------------------------- the loader
@@ -243,62 +330,136 @@ def _check_int(name: str, value: Any, minimum: int) -> int:
 
 
 class DataLoader:
-    """Iterate over ``dataset`` in batches of flowlite tensors.
+    """Iterate over ``dataset`` in batches of flowlite tensors (PyTorch's DataLoader).
 
-    - ``shuffle`` with ``seed``: epoch ``e`` uses the permutation drawn from ``seed + e``, so
-      a run is reproducible and a resumed run can replay an epoch with :meth:`set_epoch`.
-      Each ``iter(loader)`` is one epoch. Without a seed the order is random per loader.
-    - ``num_replicas`` / ``rank``: each replica takes every ``num_replicas``-th index of the
-      (shuffled) order, after the order is padded by wrapping around to a multiple of
-      ``num_replicas`` — DistributedSampler's scheme, so replicas run equally many steps.
-    - Default collation stacks items to numpy and calls ``flowlite.from_numpy(a,
-      device=device)`` on each array. Datasets with ``get_batch(indices)`` (TensorDataset,
-      LMWindowDataset and Subsets of them) are gathered a whole batch at a time.
-      A custom ``collate_fn(items)`` replaces both stacking and placement.
-    - ``prefetch`` batches are prepared ahead in a daemon thread (0: no thread, batches are
-      built on demand). Exceptions raised there re-raise from the consumer's ``next()``.
+    PyTorch's arguments mean what they mean there (see the module docstring for workers,
+    which are threads).  Without a sampler, a map-style dataset is visited in order, or
+    shuffled: with ``seed``, epoch ``e`` uses the permutation drawn from ``seed + e`` (a
+    resumed run replays an epoch with :meth:`set_epoch`); without, each epoch draws its
+    order from ``generator`` or flowlite's global generator (``manual_seed``).
+    ``num_replicas`` / ``rank``: each replica takes every ``num_replicas``-th index of the
+    order, padded by wrapping around to a multiple of ``num_replicas`` (DistributedSampler's
+    scheme). Datasets with ``get_batch(indices)`` (TensorDataset, LMWindowDataset and
+    Subsets of them) are gathered a whole batch at a time; ``__getitems__`` is used too.
     """
 
     def __init__(
         self,
         dataset: Any,
-        batch_size: int = 1,
-        shuffle: bool = False,
-        seed: Optional[int] = None,
-        drop_last: bool = False,
+        batch_size: Optional[int] = 1,
+        shuffle: Optional[bool] = None,
+        sampler: Any = None,
+        batch_sampler: Any = None,
+        num_workers: int = 0,
         collate_fn: Optional[Callable[[list], Any]] = None,
-        prefetch: int = 2,
+        pin_memory: bool = False,
+        drop_last: bool = False,
+        timeout: float = 0,
+        worker_init_fn: Optional[Callable[[int], None]] = None,
+        multiprocessing_context: Any = None,
+        generator: Any = None,
+        *,
+        prefetch_factor: Optional[int] = None,
+        persistent_workers: bool = False,
+        pin_memory_device: str = "",
+        in_order: bool = True,
+        seed: Optional[int] = None,
+        prefetch: Optional[int] = None,
         device: Any = None,
         num_replicas: int = 1,
         rank: int = 0,
     ):
-        if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
-            raise TypeError(
-                f"DataLoader: dataset must support len() and indexing, got {type(dataset).__name__}"
-            )
         self.dataset = dataset
-        self.batch_size = _check_int("batch_size", batch_size, 1)
+        self._iterable = isinstance(dataset, IterableDataset)
+        if not self._iterable and not hasattr(dataset, "__getitem__"):
+            raise TypeError(f"DataLoader: dataset must support indexing (a map-style Dataset) "
+                            f"or be an IterableDataset, got {type(dataset).__name__}")
+        self.num_workers = _check_int("num_workers", num_workers, 0)
+        if not isinstance(timeout, numbers.Real) or timeout < 0:
+            raise ValueError(f"DataLoader: timeout option should be non-negative, got {timeout!r}")
+        if self.num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("DataLoader: prefetch_factor option could only be specified in "
+                             "multiprocessing. let num_workers > 0 to enable multiprocessing, "
+                             "otherwise set prefetch_factor to None.")
+        if persistent_workers and self.num_workers == 0:
+            raise ValueError("DataLoader: persistent_workers option needs num_workers > 0")
+        self.prefetch_factor = 2 if prefetch_factor is None and self.num_workers else prefetch_factor
+        if self.prefetch_factor is not None:
+            _check_int("prefetch_factor", self.prefetch_factor, 1)
+        if worker_init_fn is not None and not callable(worker_init_fn):
+            raise TypeError("DataLoader: worker_init_fn must be callable")
+        if collate_fn is not None and not callable(collate_fn):
+            raise TypeError(f"DataLoader: collate_fn must be callable, got {type(collate_fn).__name__}")
+        if self._iterable:
+            if shuffle not in (None, False):
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle "
+                                 f"option, but got shuffle={shuffle}")
+            if sampler is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified sampler "
+                                 f"option, but got sampler={sampler}")
+            if batch_sampler is not None:
+                raise ValueError(f"DataLoader with IterableDataset: expected unspecified "
+                                 f"batch_sampler option, but got batch_sampler={batch_sampler}")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
+        if batch_sampler is not None:
+            if batch_size != 1 or shuffle or sampler is not None or drop_last:
+                raise ValueError("DataLoader: batch_sampler option is mutually exclusive with "
+                                 "batch_size, shuffle, sampler, and drop_last")
+            batch_size = None
+        elif batch_size is None:
+            if drop_last:
+                raise ValueError("DataLoader: batch_size=None option disables auto-batching and "
+                                 "is mutually exclusive with drop_last")
+        else:
+            batch_size = _check_int("batch_size", batch_size, 1)
+        self.batch_size = batch_size
+        self.drop_last = bool(drop_last)
+        self.shuffle = bool(shuffle)
+        self.timeout = float(timeout)
+        self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = multiprocessing_context
+        self.pin_memory = bool(pin_memory)
+        self.pin_memory_device = pin_memory_device
+        self.persistent_workers = bool(persistent_workers)
+        self.in_order = bool(in_order)
+        self.generator = generator
+        self.collate_fn = collate_fn
+        self.device = device
+        if prefetch is None:
+            prefetch = 2
         self.prefetch = _check_int("prefetch", prefetch, 0)
         self.num_replicas = _check_int("num_replicas", num_replicas, 1)
         self.rank = _check_int("rank", rank, 0)
         if self.rank >= self.num_replicas:
             raise ValueError(f"DataLoader: rank {rank} is out of range for num_replicas={num_replicas}")
+        if self.num_replicas > 1 and (sampler is not None or batch_sampler is not None
+                                      or self._iterable):
+            raise ValueError("DataLoader: num_replicas/rank shard the built-in order; with a "
+                             "sampler use DistributedSampler instead")
         if seed is not None:
             seed = _check_int("seed", seed, 0)
-        elif shuffle and self.num_replicas > 1:
+        elif self.shuffle and self.num_replicas > 1:
             raise ValueError(
                 "DataLoader: shuffle with num_replicas > 1 needs a seed shared by all replicas, "
                 "otherwise their shards overlap"
             )
-        if collate_fn is not None and not callable(collate_fn):
-            raise TypeError(f"DataLoader: collate_fn must be callable, got {type(collate_fn).__name__}")
-        self.shuffle = bool(shuffle)
         self.seed = seed
-        self._base_seed = seed if seed is not None else int(np.random.SeedSequence().entropy)
-        self.drop_last = bool(drop_last)
-        self.collate_fn = collate_fn
-        self.device = device
+        # PyTorch's sampler / batch_sampler attributes; the built-in order (sampler=None)
+        # is flowlite's (seeded epochs, replica sharding) and needs no Sampler object.
+        self._builtin_order = sampler is None and batch_sampler is None and not self._iterable
+        if sampler is None and not self._iterable:
+            sampler = (RandomSampler(dataset, generator=generator) if self.shuffle
+                       else SequentialSampler(dataset))
+        self.sampler = sampler
+        if batch_sampler is None and batch_size is not None and not self._iterable:
+            batch_sampler = BatchSampler(sampler, batch_size, self.drop_last)
+        elif self._builtin_order:
+            batch_sampler = None
+        self.batch_sampler = batch_sampler
+        self._user_batch_sampler = not self._builtin_order and batch_sampler is not None
         self._epoch = 0
+        self._initialised_workers: set = set()
 
     # -- epochs and index plans
 
@@ -319,10 +480,13 @@ class DataLoader:
         return math.ceil(n / self.num_replicas) if self.num_replicas > 1 else n
 
     def indices_for_epoch(self, epoch: int) -> np.ndarray:
-        """This replica's sample indices for ``epoch``, in the order they will be batched."""
+        """This replica's sample indices for ``epoch``, in the order they will be batched
+        (the built-in order; with a sampler, the sampler decides)."""
         n = len(self.dataset)
         if self.shuffle:
-            order = np.random.default_rng(self._base_seed + epoch).permutation(n)
+            rng = (np.random.default_rng(self.seed + epoch) if self.seed is not None
+                   else host_rng(self.generator, "DataLoader"))
+            order = rng.permutation(n)
         else:
             order = np.arange(n)
         if self.num_replicas > 1 and n > 0:
@@ -330,37 +494,113 @@ class DataLoader:
             order = np.resize(order, total)[self.rank : total : self.num_replicas]
         return order
 
-    def _index_batches(self, epoch: int) -> list:
+    def _index_batches(self, epoch: int) -> Iterator:
+        """The epoch's plan, lazily: index batches (or single indices with batch_size=None).
+        Lazy because samplers may be effectively endless (minGPT's num_samples=1e10)."""
+        if not self._builtin_order:
+            if self.batch_sampler is not None:
+                return (np.asarray(b, dtype=np.int64) for b in self.batch_sampler)
+            return iter(self.sampler)          # batch_size=None: one index per "batch"
         order = self.indices_for_epoch(epoch)
-        stop = len(order) - len(order) % self.batch_size if self.drop_last else len(order)
-        return [order[i : i + self.batch_size] for i in range(0, stop, self.batch_size)]
+        if self.batch_size is None:
+            return iter(order.tolist())
+        size = self.batch_size
+        stop = len(order) - len(order) % size if self.drop_last else len(order)
+        return (order[i : i + size] for i in range(0, stop, size))
 
     def __len__(self) -> int:
+        if self._iterable:
+            n = len(self.dataset)              # TypeError when the stream has no length
+            if self.batch_size is None:
+                return n
+            return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+        if not self._builtin_order:
+            return len(self.batch_sampler if self.batch_sampler is not None else self.sampler)
         per_replica = self._per_replica(len(self.dataset))
+        if self.batch_size is None:
+            return per_replica
         if self.drop_last:
             return per_replica // self.batch_size
         return math.ceil(per_replica / self.batch_size)
 
     # -- batches
 
-    def _batch_maker(self) -> Callable[[np.ndarray], Any]:
+    def _batch_maker(self) -> Callable[[Any], Any]:
         """Build the function the loader thread calls per batch (holds no loader state)."""
         dataset, device, collate_fn = self.dataset, self.device, self.collate_fn
+        if self.batch_size is None and not self._user_batch_sampler:
+            convert = collate_fn or (lambda item: default_convert(item, device))
+            return lambda index: convert(dataset[index])
+        getitems = getattr(dataset, "__getitems__", None)
+        fetch = ((lambda indices: getitems([int(i) for i in indices])) if callable(getitems)
+                 else (lambda indices: [dataset[int(i)] for i in indices]))
         if collate_fn is not None:
-            return lambda indices: collate_fn([dataset[int(i)] for i in indices])
+            return lambda indices: collate_fn(fetch(indices))
         getter = batch_getter(dataset)
         if getter is not None:
-            return lambda indices: to_device(getter(indices), device)
-        return lambda indices: default_collate([dataset[int(i)] for i in indices], device)
+            return lambda indices: to_device(torch_structure(getter(indices)), device)
+        return lambda indices: default_collate(fetch(indices), device)
+
+    def _iterable_batches(self) -> Callable[[], Iterator]:
+        """A generator function over this worker's own stream of the IterableDataset."""
+        dataset, device, size, drop = self.dataset, self.device, self.batch_size, self.drop_last
+        collate = self.collate_fn or ((lambda items: default_collate(items, device)) if size
+                                      else (lambda item: default_convert(item, device)))
+
+        def batches():
+            stream = iter(dataset)
+            if size is None:
+                for item in stream:
+                    yield collate(item)
+                return
+            while True:
+                items = []
+                for item in stream:
+                    items.append(item)
+                    if len(items) == size:
+                        break
+                if not items or (drop and len(items) < size):
+                    return
+                yield collate(items)
+                if len(items) < size:
+                    return
+        return batches
 
     def __iter__(self) -> Iterator[Any]:
         epoch = self._epoch
         self._epoch += 1
-        return _BatchIterator(self._batch_maker(), self._index_batches(epoch), self.prefetch)
+        workers = self.num_workers
+        if workers == 0:
+            if self._iterable:
+                source = self._iterable_batches()
+            else:
+                make_batch, plan = self._batch_maker(), self._index_batches(epoch)
+                source = lambda: map(make_batch, plan)  # noqa: E731 (the plan runs in the thread)
+            return _BatchIterator([source], threaded=self.prefetch > 0, depth=self.prefetch,
+                                  timeout=self.timeout)
+        base = int(host_rng(self.generator, "DataLoader").integers(0, 2 ** 62))
+        infos = [WorkerInfo(k, workers, base + k, self.dataset) for k in range(workers)]
+        init_fn = self.worker_init_fn
+        if init_fn is not None and self.persistent_workers:
+            # persistent workers are initialised once per loader, not once per epoch
+            done = self._initialised_workers
+
+            def init_fn(worker_id, _fn=self.worker_init_fn, _done=done):
+                if worker_id not in _done:
+                    _done.add(worker_id)
+                    _fn(worker_id)
+        if self._iterable:
+            return _BatchIterator([self._iterable_batches()] * workers, threaded=True,
+                                  depth=self.prefetch_factor, timeout=self.timeout,
+                                  infos=infos, init_fn=init_fn)
+        return _WorkerPool(self._batch_maker(), self._index_batches(epoch), infos, init_fn,
+                           self.prefetch_factor, self.timeout)
 
     def __repr__(self) -> str:
-        return (
-            f"DataLoader({type(self.dataset).__name__} of {len(self.dataset)}, batch_size={self.batch_size}, "
-            f"shuffle={self.shuffle}, drop_last={self.drop_last}, batches={len(self)}, "
-            f"replica {self.rank}/{self.num_replicas})"
-        )
+        try:
+            n = f" of {len(self.dataset)}"
+        except TypeError:
+            n = ""
+        return (f"DataLoader({type(self.dataset).__name__}{n}, batch_size={self.batch_size}, "
+                f"shuffle={self.shuffle}, drop_last={self.drop_last}, "
+                f"num_workers={self.num_workers}, replica {self.rank}/{self.num_replicas})")

@@ -10,7 +10,9 @@ from .containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Se
 from .layers import *  # noqa: F401,F403
 from .module import Module, Parameter
 from .rnn import GRU, LSTM, RNN
+from . import parallel
+from .parallel import DataParallel
 
 __all__ = ["RNN", "LSTM", "GRU", "Module", "Parameter", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
-           "ParameterDict", "functional", "init", "utils"] + sorted(
+           "ParameterDict", "functional", "init", "utils", "parallel", "DataParallel"] + sorted(
     k for k, v in vars(_layers).items() if isinstance(v, type) and not k.startswith("_"))

@@ -1,0 +1,11 @@
+"""Which JAX platforms exist on this machine (shared by the backends modules)."""
+from __future__ import annotations
+
+import jax
+
+
+def has_platform(name: str) -> bool:
+    try:
+        return bool(jax.devices(name))
+    except RuntimeError:        # JAX raises for a platform that is not present
+        return False
