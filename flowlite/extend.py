@@ -22,6 +22,8 @@ What it offers:
   while keeping its identity), and recording an update whose outputs replace tensors in
   place (an optimizer step);
 * reading what a tensor is without a sync: `is_pending`, `device_array`;
+* checked execution: `check_index(index, size, op, out=result)` records an in-graph bounds
+  check of an index tensor that raises IndexError at the sync (flowlite.checks);
 * devices and placement: `Device`, `device(...)` (PyTorch's `torch.device`), and `put`
   (place a jax array on a device or sharding, across processes too);
 * a Tensor subclass whose constructor takes a tensor (`nn.Parameter`) initialises itself as
@@ -40,13 +42,15 @@ from .tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .recording import (host_scalar, rebind, record, record_into, set_value,
                         share, share_into)
 from .executor import sync as _sync
+from .checks import index_in_range as check_index, checks_enabled
 from .compile import register_guard
 
 __all__ = ["Tensor", "Size", "ops", "prims", "random", "dtypes", "scan", "no_grad",
            "enable_grad", "is_grad_enabled", "set_grad_enabled", "from_numpy", "from_jax",
            "tensor", "Prim", "primitive", "record", "record_into", "rebind", "set_value",
            "share", "share_into", "host_scalar", "is_pending", "device_array", "sync",
-           "user_site", "register_guard", "Device", "device", "put"]
+           "user_site", "register_guard", "Device", "device", "put", "check_index",
+           "checks_enabled"]
 
 _DATA = _ir.DATA
 

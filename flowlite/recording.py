@@ -38,15 +38,25 @@ def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
         t._edge = new._edge
     elif e is None and new._edge is not None and _state.enabled:
         t._edge = new._edge
+    _note_undo(t, e)
     t._node = new._node
     if new._node.op is not _DATA:
         rt.local.pending.append(_ref(t))
     return t
 
 
+def _note_undo(t, edge):
+    """Remember t's materialised node (weakly: its buffer stays donatable) so a failed sync
+    can put it back (executor._rollback)."""
+    old = t._node
+    if old.op is _DATA:
+        rt.local.undo.append((_ref(t), _ref(old), edge))
+
+
 def set_value(t: Tensor, new: Tensor) -> Tensor:
     """Replace t's value by new's, keeping t's identity, autograd flags and .grad (a
     parameter moved to another device or dtype, a loaded state_dict entry)."""
+    _note_undo(t, t._edge)
     t._node = new._node
     if t.is_pending:
         rt.local.pending.append(_ref(t))
