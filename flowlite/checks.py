@@ -52,10 +52,10 @@ class IntegerDivisionByZeroError(ZeroDivisionError, RuntimeError):
 class Check:
     """What the error of one check says: which op, where it was recorded, the valid range."""
     __slots__ = ("op", "kind", "lo", "hi", "dim", "size", "index_shape", "shape", "site",
-                 "detail", "out")
+                 "detail", "out", "index")
 
     def __init__(self, op, kind, lo=0, hi=0, dim=0, size=0, index_shape=(), shape=(),
-                 detail="", out=None):
+                 detail="", out=None, index=None):
         self.op, self.kind, self.lo, self.hi = op, kind, lo, hi
         self.dim, self.size, self.index_shape, self.shape = dim, size, index_shape, shape
         self.detail = detail
@@ -63,6 +63,8 @@ class Check:
         # the result the check guards (weakly): a failed check fails the outputs computed
         # from it, and only those (executor._commit_failed)
         self.out = None if out is None else weakref.ref(out._node)
+        # ...and what reads the checked index tensor (the op's backward reads it, not `out`)
+        self.index = None if index is None else weakref.ref(index._node)
 
     def error(self, value) -> Exception:
         at = f" (recorded at {self.site})"
@@ -138,7 +140,8 @@ def index_in_range(index, size, op, *, negative=False, dim=0, shape=(), ignore=N
         return
     lo = -size if negative else 0
     hi = size if hi is None else hi
-    check = Check(op, kind, lo, hi, dim, size, tuple(n.shape), tuple(shape), detail, out)
+    check = Check(op, kind, lo, hi, dim, size, tuple(n.shape), tuple(shape), detail, out,
+                  index)
     _register(range_check, index, (lo, hi, None if ignore is None else int(ignore),
                                    _out_dtype()), check)
 

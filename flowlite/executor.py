@@ -419,24 +419,28 @@ def _verify_run(flags, infos, checks, order):
     bad = verify(flags, infos)
     if not bad:
         return None
-    seeds = {}
+    seeds, readers = {}, {}
     for i, e in bad:
-        out = checks[i].site.out
-        n = out() if out is not None else None
-        if n is not None and id(n) not in seeds:
-            seeds[id(n)] = e
-    return bad[0][1], _taint(order, seeds)
+        info = checks[i].site
+        for ref, into in ((info.out, seeds), (info.index, readers)):
+            n = ref() if ref is not None else None
+            if n is not None and id(n) not in into:
+                into[id(n)] = e
+    return bad[0][1], _taint(order, seeds, readers)
 
 
-def _taint(order, seeds):
+def _taint(order, seeds, readers=None):
     """{id(node): error} for the seeds and every node of `order` (topological) computed
-    from one of them."""
+    from one of them or reading one of `readers` (a failed op's index tensor: the op's
+    backward reads it, not the op's output)."""
     err = dict(seeds)
     for n in order:
         if id(n) in err:
             continue
         for i in n.inputs:
             e = err.get(id(i))
+            if e is None and readers:
+                e = readers.get(id(i))
             if e is not None:
                 err[id(n)] = e
                 break

@@ -370,7 +370,7 @@ def index_select(x, dim, index):
     flat = reshape(index, (-1,))
     spec = tuple(("s", 0, s, 1) for s in x._node.shape[:d]) + (("t",),)
     out = _index(x, spec, (flat,))
-    index_in_range(index, x._node.shape[d], "index_select", dim=d, shape=x._node.shape,
+    index_in_range(flat, x._node.shape[d], "index_select", dim=d, shape=x._node.shape,
                    out=out)
     return out
 
