@@ -345,6 +345,8 @@ class CompiledFunction:
     def _replay(self, plan, flat, synced=False):
         if not plan.replayable:
             return _FALLBACK
+        if rt.local.unverified is not None:
+            executor.verify_pending()
         args = _replay_args(plan, flat)
         if type(args) is not list:            # a fallback, or an input that isn't data yet
             if args is _FALLBACK:

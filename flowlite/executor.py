@@ -106,19 +106,34 @@ def live_pending_roots(owners=None) -> list:
     return roots
 
 
-def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
+def sync(cause: str = "explicit flowlite.sync()", extra_roots=(), defer_checks=False) -> None:
     """Materialise every live tensor of this thread that has pending work (one executable per
     device).  One sync runs at a time: walks number nodes, and the cache is shared.  A sync
-    that fails (a check, an XLA error, not enough memory) commits nothing: see _rollback."""
+    that fails (a check, an XLA error, not enough memory) commits nothing: see _rollback.
+
+    With `defer_checks` (an optimizer step's sync) the check flags are read at the next sync
+    or host read instead of now, so the host goes on tracing the next step while this one
+    runs; that later call raises the error (verify_pending)."""
     with rt.lock:
-        _sync(cause, extra_roots)
+        _sync(cause, extra_roots, defer_checks)
 
 
-def _sync(cause, extra_roots):
+def verify_pending() -> None:
+    """Raise (after rolling it back) the failure of this thread's last deferred execution,
+    if it had one; a no-op otherwise.  Every host read and every sync calls it first."""
+    rec = rt.local.unverified
+    if rec is not None:
+        with rt.lock:
+            _verify_deferred()
+
+
+def _sync(cause, extra_roots, defer=False):
     if rt.local.tracing_body:
         raise RuntimeError(f"{cause}: a tensor's value can't be read inside a scan body (the "
                            "body is traced once on placeholders); move the read after scan()")
     local = rt.local
+    if local.unverified is not None:
+        _verify_deferred()
     owners = {} if observers else None
     roots = live_pending_roots(owners)
     checks = local.checks
@@ -130,7 +145,7 @@ def _sync(cause, extra_roots):
             roots.append(n)
     metrics.note_sync(cause)
     if roots or checks:
-        _dispatch(roots, checks, cause, owners)
+        _dispatch(roots, checks, cause, owners, defer)
     # committed: what a later failure would roll back starts here
     local.undo.clear()
     local.rng_draws = (rt.rng_seed, rt.rng_draws)
@@ -139,7 +154,7 @@ def _sync(cause, extra_roots):
             raise _again(n.value)
 
 
-def _dispatch(roots, checks, cause, owners):
+def _dispatch(roots, checks, cause, owners, defer=False):
     device = roots[0].device if roots else checks[0].device
     for n in roots:
         if n.device is not device:
@@ -150,7 +165,7 @@ def _dispatch(roots, checks, cause, owners):
                 break
         else:
             if device is not None:     # the usual case: everything on one device
-                return _run(roots, device, cause, owners, checks)
+                return _run(roots, device, cause, owners, checks, defer)
     by_device = {}
     for n in roots:
         # baked constants have no device of their own: they run on the default one
@@ -306,7 +321,7 @@ class _Structure:
         return tuple(donate)
 
 
-def _run(roots, device, cause, owners=None, checks=()):
+def _run(roots, device, cause, owners=None, checks=(), defer=False):
     t0 = time.perf_counter()
     order, leaves, scalars, flat, base = _walk_marked(roots + checks if checks else roots)
     if _failed_live and _has_failed(order):
@@ -368,7 +383,12 @@ def _run(roots, device, cause, owners=None, checks=()):
     failed = None
     if checks:
         exe.check_infos = infos = [c.site for c in checks]
-        failed = _verify_run(outs[-1], infos, checks, order)
+        if defer:
+            local = rt.local
+            local.unverified = _Unverified(outs[-1], infos, checks, order, roots, exe.guarded,
+                                           local.undo)
+        else:
+            failed = _verify_run(outs[-1], infos, checks, order)
     for r, v, sig in zip(roots, outs, st.out_sigs):
         # each output becomes a data leaf (inline: this runs for every output of every step)
         r.op = _DATA
@@ -413,7 +433,43 @@ def verify(flags, infos):
     return [(i, infos[i].error(int(f[i, 1]))) for i in np.flatnonzero(f[:, 0])]
 
 
-def _verify_run(flags, infos, checks, order):
+class _Unverified:
+    """An execution whose check flags are still to be read, and what rolling it back needs:
+    its graph (outputs' inputs as they were before they became data), the tensors it rebound
+    with their earlier nodes (held, so they survive until then), the random-draw mark."""
+    __slots__ = ("flags", "infos", "checks", "order", "roots", "inputs", "guarded", "undo",
+                 "rng")
+
+    def __init__(self, flags, infos, checks, order, roots, guarded, undo):
+        self.flags, self.infos, self.checks, self.order = flags, infos, checks, order
+        self.roots, self.guarded = roots, guarded
+        self.inputs = {id(r): r.inputs for r in roots}
+        self.undo = [(t, o(), e) for t, o, e in undo]
+        self.rng = rt.local.rng_draws
+
+
+def _verify_deferred():
+    local = rt.local
+    rec, local.unverified = local.unverified, None
+    failed = _verify_run(rec.flags, rec.infos, rec.checks, rec.order, rec.inputs)
+    if failed is None:
+        return
+    err, taint = failed
+    # the work recorded since was built on the failed results: it commits nothing either
+    # (its in-place updates take their leaves' values — the failed step's where(ok, new,
+    # old) kept the old ones — and its other tensors raise this error)
+    local.checks = []
+    _rollback(live_pending_roots(), err, rng=False)
+    _rollback([r for i, r in enumerate(rec.roots) if id(r) in taint and i not in rec.guarded],
+              err, taint, undo=[(t, (lambda o=o: o), e) for t, o, e in rec.undo], rng=False)
+    mark = rec.rng
+    if mark is not None and mark[0] == rt.rng_seed:
+        rt.rng_draws = mark[1]
+    local.rng_draws = mark
+    raise err
+
+
+def _verify_run(flags, infos, checks, order, inputs=None):
     """None when every check passed; else (the first error, {id(node): error} for every
     node computed from a failed op)."""
     bad = verify(flags, infos)
@@ -426,10 +482,10 @@ def _verify_run(flags, infos, checks, order):
             n = ref() if ref is not None else None
             if n is not None and id(n) not in into:
                 into[id(n)] = e
-    return bad[0][1], _taint(order, seeds, readers)
+    return bad[0][1], _taint(order, seeds, readers, inputs)
 
 
-def _taint(order, seeds, readers=None):
+def _taint(order, seeds, readers=None, inputs=None):
     """{id(node): error} for the seeds and every node of `order` (topological) computed
     from one of them or reading one of `readers` (a failed op's index tensor: the op's
     backward reads it, not the op's output)."""
@@ -437,7 +493,7 @@ def _taint(order, seeds, readers=None):
     for n in order:
         if id(n) in err:
             continue
-        for i in n.inputs:
+        for i in (n.inputs if inputs is None else inputs.get(id(n), n.inputs)):
             e = err.get(id(i))
             if e is None and readers:
                 e = readers.get(id(i))
@@ -484,7 +540,7 @@ def _usable(n):
                                                      n.value.is_deleted())
 
 
-def _rollback(roots, err, taint=None):
+def _rollback(roots, err, taint=None, undo=None, clear=True, rng=True):
     """Undo the failed outputs `roots` of a sync: tensors rebound to them since the last sync
     get their materialised nodes back; a pending output that replaces a leaf in place (a
     parameter, optimizer state) takes the leaf's value; every other one raises its error
@@ -492,12 +548,17 @@ def _rollback(roots, err, taint=None):
     last sync left it."""
     local = rt.local
     ids = {id(r) for r in roots}
-    for tref, oref, edge in reversed(local.undo):
+    back = {}
+    for tref, oref, edge in reversed(local.undo if undo is None else undo):
         t, old = tref(), oref()
+        if old is not None and old.op is FAILED and old.attrs:
+            old = old.attrs[0]     # a failed node a tensor was put back from: its value
         if t is not None and id(t._node) in ids and _usable(old):
+            back[id(t._node)] = old
             t._node = old
             t._edge = edge
-    local.undo.clear()
+    if clear and undo is None:
+        local.undo.clear()
     for r in roots:
         if r.op is not _DATA:
             src = _replaced_input(r)
@@ -506,8 +567,13 @@ def _rollback(roots, err, taint=None):
                 r.sig = ir.intern_sig((_DATA, (), r.shape, r.dtype, 0))
                 continue
         _fail(r, err if taint is None else taint.get(id(r), err))
+        old = back.get(id(r))
+        if old is not None:
+            # a tensor recorded on top of r before the failure surfaced (a deferred check)
+            # goes back to the same value when its own sync fails
+            r.attrs = (old,)
     mark = local.rng_draws
-    if mark is not None and mark[0] == rt.rng_seed and rt.rng_draws >= mark[1]:
+    if rng and mark is not None and mark[0] == rt.rng_seed and rt.rng_draws >= mark[1]:
         rt.rng_draws = mark[1]
 
 
@@ -522,13 +588,14 @@ def _run_around_failed(roots, checks, order, device, cause, owners):
     """Some pending work reads a value that failed earlier: that work fails with the same
     error (and raises when read); the rest runs."""
     err = _taint(order, {id(n): n.value for n in order if n.op is FAILED})
-    clean = []
+    clean, bad = [], []
     for r in roots:
         e = err.get(id(r))
         if e is None:
             clean.append(r)
         elif r.op is not FAILED:
-            _fail(r, e)
+            bad.append(r)
+    _rollback(bad, None, err, clear=False, rng=False)
     ok_checks = [c for c in checks if id(c) not in err]
     if clean or ok_checks:
         _run(clean, device, cause, owners, ok_checks)

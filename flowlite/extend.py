@@ -41,7 +41,7 @@ from .tensor import Size, Tensor, from_jax, from_numpy, tensor
 from .tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .recording import (host_scalar, rebind, record, record_into, set_value,
                         share, share_into)
-from .executor import sync as _sync
+from .executor import sync as _sync, verify_pending as _verify_pending
 from .checks import index_in_range as check_index, checks_enabled
 from .compile import register_guard
 
@@ -78,10 +78,13 @@ def is_pending(t: Tensor) -> bool:
 def device_array(t: Tensor):
     """The jax.Array behind a materialised tensor (None while it is pending, or for a host
     scalar, which has no device buffer)."""
+    _verify_pending()
     n = t._node
     return n.value if n.op is _DATA else None
 
 
 def sync(cause: str = "flowlite.extend.sync()") -> None:
-    """Run all pending work now; `cause` is what `flowlite.metrics.report()` shows."""
-    _sync(cause)
+    """Run all pending work now; `cause` is what `flowlite.metrics.report()` shows.  A failed
+    check of this work raises at the next sync or host read (an optimizer step's sync does
+    not wait for the step to finish)."""
+    _sync(cause, defer_checks=True)

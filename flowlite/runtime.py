@@ -33,7 +33,8 @@ class _ThreadState(threading.local):
         self.undo = []               # (tensor ref, its materialised node ref, its edge) for each
         #                              tensor rebound since the last sync: a failed sync puts
         #                              them back (a failed sync commits nothing)
-        self.rng_draws = None        # rt.rng_draws after this thread's last successful sync
+        self.rng_draws = None        # (seed, rt.rng_draws) after this thread's last sync
+        self.unverified = None       # an execution whose check flags are still to be read
 
 
 class Runtime:

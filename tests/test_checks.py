@@ -171,9 +171,12 @@ def test_failed_training_step_commits_nothing_and_training_goes_on():
     _step(m, opt, fl.tensor(GOOD), fl.tensor(Y))
     before = _snapshot(m, opt)
     c0 = fl.metrics.counters()
-    with pytest.raises(IndexError, match="embedding: index 12"):
-        loss = _step(m, opt, fl.tensor(BAD), fl.tensor(Y))
+    loss = _step(m, opt, fl.tensor(BAD), fl.tensor(Y))    # the step's sync doesn't wait...
     assert fl.metrics.counters()["executions"] - c0["executions"] == 1
+    with pytest.raises(IndexError, match="embedding: index 12"):
+        loss.item()                                  # ...the next read raises
+    with pytest.raises(IndexError, match="embedding: index 12"):
+        loss.item()                                  # and again, with the same cause
     for a, b in zip(before, _snapshot(m, opt)):
         np.testing.assert_array_equal(a, b)          # bit-identical: params, Adam state, RNG
     with pytest.raises(IndexError, match="embedding: index 12"):
@@ -187,6 +190,22 @@ def test_failed_training_step_commits_nothing_and_training_goes_on():
     assert _step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y)).item() == l2
     for a, b in zip(_snapshot(m, opt), _snapshot(m2, opt2)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_deferred_failure_raises_at_the_next_step():
+    m, opt = _model()
+    _step(m, opt, fl.tensor(GOOD), fl.tensor(Y))
+    before = _snapshot(m, opt)
+    _step(m, opt, fl.tensor(BAD), fl.tensor(Y))       # no read in between
+    with pytest.raises(IndexError, match="embedding: index 12"):
+        _step(m, opt, fl.tensor(GOOD), fl.tensor(Y))  # its sync raises the earlier failure
+    # the sync that raised commits nothing: neither the failed step nor the one on top of it
+    for a, b in zip(before, _snapshot(m, opt)):
+        np.testing.assert_array_equal(a, b)
+    loss = _step(m, opt, fl.tensor(GOOD), fl.tensor(Y))
+    m2, opt2 = _model()
+    _step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y))
+    assert _step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y)).item() == loss.item()
 
 
 def test_failed_replay_commits_nothing():
