@@ -132,7 +132,7 @@ def _sync(cause, extra_roots, defer=False):
         raise RuntimeError(f"{cause}: a tensor's value can't be read inside a scan body (the "
                            "body is traced once on placeholders); move the read after scan()")
     local = rt.local
-    if local.unverified is not None:
+    if local.unverified is not None and not defer:
         _verify_deferred()
     owners = {} if observers else None
     roots = live_pending_roots(owners)
@@ -146,6 +146,8 @@ def _sync(cause, extra_roots, defer=False):
     metrics.note_sync(cause)
     if roots or checks:
         _dispatch(roots, checks, cause, owners, defer)
+    if local.unverified is not None and not (roots or checks):
+        _verify_deferred()
     # committed: what a later failure would roll back starts here
     local.undo.clear()
     local.rng_draws = (rt.rng_seed, rt.rng_draws)
@@ -370,6 +372,10 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
     if observers:
         for ob in observers:
             ob(exe, leaves, scalars, roots, owners, donate)
+    if rt.local.unverified is not None:
+        # the previous step's flags, read as late as possible: this graph was walked and
+        # keyed while that step ran (it holds no reference that would stop a donation)
+        _verify_deferred(roots)
     t1 = time.perf_counter()
     try:
         outs = exe.fn(*args)
@@ -437,21 +443,39 @@ class _Unverified:
     """An execution whose check flags are still to be read, and what rolling it back needs:
     its graph (outputs' inputs as they were before they became data), the tensors it rebound
     with their earlier nodes (held, so they survive until then), the random-draw mark."""
-    __slots__ = ("flags", "infos", "checks", "order", "roots", "inputs", "guarded", "undo",
-                 "rng")
+    __slots__ = ("flags", "infos", "checks", "order", "in_order", "roots", "inputs", "guarded",
+                 "undo", "rng")
 
     def __init__(self, flags, infos, checks, order, roots, guarded, undo):
-        self.flags, self.infos, self.checks, self.order = flags, infos, checks, order
-        self.roots, self.guarded = roots, guarded
+        self.flags, self.infos, self.checks = flags, infos, checks
+        # outputs only weakly: they are the next step's inputs, whose donation counts
+        # references
+        ids = {id(r) for r in roots}
+        self.order = [None if id(n) in ids else n for n in order]
+        self.in_order = [weakref.ref(n) for n in order if id(n) in ids]
+        self.roots = [weakref.ref(r) for r in roots]
+        self.guarded = guarded
         self.inputs = {id(r): r.inputs for r in roots}
         self.undo = [(t, o(), e) for t, o, e in undo]
         self.rng = rt.local.rng_draws
 
 
-def _verify_deferred():
+def _verify_deferred(current=None):
+    """Read the deferred flags; on a failure roll back that execution and the work recorded
+    since (`current`: the roots of the sync in progress, else this thread's pending work)
+    and raise."""
     local = rt.local
     rec, local.unverified = local.unverified, None
-    failed = _verify_run(rec.flags, rec.infos, rec.checks, rec.order, rec.inputs)
+    roots = [r() for r in rec.roots]
+    it = iter(rec.in_order)
+    order = []
+    for n in rec.order:          # the outputs back in their (topological) places
+        if n is None:
+            n = next(it)()
+            if n is None:
+                continue
+        order.append(n)
+    failed = _verify_run(rec.flags, rec.infos, rec.checks, order, rec.inputs)
     if failed is None:
         return
     err, taint = failed
@@ -459,8 +483,9 @@ def _verify_deferred():
     # (its in-place updates take their leaves' values — the failed step's where(ok, new,
     # old) kept the old ones — and its other tensors raise this error)
     local.checks = []
-    _rollback(live_pending_roots(), err, rng=False)
-    _rollback([r for i, r in enumerate(rec.roots) if id(r) in taint and i not in rec.guarded],
+    _rollback(live_pending_roots() if current is None else current, err, rng=False)
+    _rollback([r for i, r in enumerate(roots)
+               if r is not None and id(r) in taint and i not in rec.guarded],
               err, taint, undo=[(t, (lambda o=o: o), e) for t, o, e in rec.undo], rng=False)
     mark = rec.rng
     if mark is not None and mark[0] == rt.rng_seed:
