@@ -48,6 +48,10 @@ from .metrics import user_site as _user_site
 
 clear_cache = _executor.clear_cache
 set_cache_limit = _executor.set_cache_limit
+# checked execution (index bounds, integer division by zero) and its errors
+from .checks import (set_checks, checks_enabled, IndexOutOfRangeError,  # noqa: E402
+                     IntegerDivisionByZeroError)
+OutOfMemoryError = _executor.OutOfMemoryError
 
 
 def sync() -> None:

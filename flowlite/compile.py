@@ -345,6 +345,8 @@ class CompiledFunction:
     def _replay(self, plan, flat, synced=False):
         if not plan.replayable:
             return _FALLBACK
+        if rt.local.unverified is not None:
+            executor.verify_pending()
         args = _replay_args(plan, flat)
         if type(args) is not list:            # a fallback, or an input that isn't data yet
             if args is _FALLBACK:
@@ -358,6 +360,8 @@ class CompiledFunction:
             args[-1] = pack
         outs = plan.exe.fn(*args)
         del args
+        if plan.exe.n_checks:
+            _verify_replay(plan, outs, rng_base)
         rt.rng_draws = rng_base + plan.rng_delta
         C = metrics._C
         C["executions"] += 1
@@ -539,6 +543,30 @@ def _replay_args(plan, flat):
         if t is not None and t._node is not node:
             return _FALLBACK
     return args
+
+
+def _verify_replay(plan, outs, rng_base):
+    """A replay whose checks failed commits nothing: only the outputs that replace a donated
+    leaf in place (computed as where(ok, new, old), so holding the old values) are bound
+    back; everything else keeps its value from before the call."""
+    exe = plan.exe
+    bad = executor.verify(outs[-1], exe.check_infos)
+    if not bad:
+        return
+    keep = exe.guarded
+    for j, tref, esig, device, shape, dtype in plan.out_state:
+        t = tref()
+        if j in keep and t is not None:
+            t._node = _data_node(outs[j], shape, dtype, device, esig)
+    for j, targets, esig, device, shape, dtype in plan.out_general:
+        if j in keep:
+            node = _data_node(outs[j], shape, dtype, device, esig)
+            for r in targets:
+                t = r()
+                if t is not None:
+                    t._node = node
+    rt.rng_draws = rng_base
+    raise bad[0][1]
 
 
 def _rebind_replayed(plan, outs):

@@ -17,6 +17,7 @@ import collections
 import os
 import sys
 import time
+import weakref
 
 import jax
 import numpy as np
@@ -105,39 +106,76 @@ def live_pending_roots(owners=None) -> list:
     return roots
 
 
-def sync(cause: str = "explicit flowlite.sync()", extra_roots=()) -> None:
+def sync(cause: str = "explicit flowlite.sync()", extra_roots=(), defer_checks=False) -> None:
     """Materialise every live tensor of this thread that has pending work (one executable per
-    device).  One sync runs at a time: walks number nodes, and the cache is shared."""
+    device).  One sync runs at a time: walks number nodes, and the cache is shared.  A sync
+    that fails (a check, an XLA error, not enough memory) commits nothing: see _rollback.
+
+    With `defer_checks` (an optimizer step's sync) the check flags are read at the next sync
+    or host read instead of now, so the host goes on tracing the next step while this one
+    runs; that later call raises the error (verify_pending)."""
     with rt.lock:
-        _sync(cause, extra_roots)
+        _sync(cause, extra_roots, defer_checks)
 
 
-def _sync(cause, extra_roots):
+def verify_pending() -> None:
+    """Raise (after rolling it back) the failure of this thread's last deferred execution,
+    if it had one; a no-op otherwise.  Every host read and every sync calls it first."""
+    rec = rt.local.unverified
+    if rec is not None:
+        with rt.lock:
+            _verify_deferred()
+
+
+def _sync(cause, extra_roots, defer=False):
     if rt.local.tracing_body:
         raise RuntimeError(f"{cause}: a tensor's value can't be read inside a scan body (the "
                            "body is traced once on placeholders); move the read after scan()")
+    local = rt.local
+    if local.unverified is not None and not defer:
+        _verify_deferred()
     owners = {} if observers else None
     roots = live_pending_roots(owners)
+    checks = local.checks
+    if checks:
+        local.checks = []
     for n in extra_roots:
-        if n.op is not _DATA and n.op is not _SCALAR and n.device is not None and \
-                n not in roots:
+        if n.op is not _DATA and n.op is not _SCALAR and n.op is not FAILED and \
+                n.device is not None and n not in roots:
             roots.append(n)
     metrics.note_sync(cause)
-    if not roots:
-        return
-    device = roots[0].device
+    if roots or checks:
+        _dispatch(roots, checks, cause, owners, defer)
+    if local.unverified is not None and not (roots or checks):
+        _verify_deferred()
+    # committed: what a later failure would roll back starts here
+    local.undo.clear()
+    local.rng_draws = (rt.rng_seed, rt.rng_draws)
+    for n in extra_roots:
+        if n.op is FAILED:
+            raise _again(n.value)
+
+
+def _dispatch(roots, checks, cause, owners, defer=False):
+    device = roots[0].device if roots else checks[0].device
     for n in roots:
         if n.device is not device:
             break
     else:
-        if device is not None:     # the usual case: everything on one device
-            return _run(roots, device, cause, owners)
+        for n in checks:
+            if n.device is not device:
+                break
+        else:
+            if device is not None:     # the usual case: everything on one device
+                return _run(roots, device, cause, owners, checks, defer)
     by_device = {}
     for n in roots:
         # baked constants have no device of their own: they run on the default one
-        by_device.setdefault(n.device or default_device(), []).append(n)
-    for device, rs in by_device.items():
-        _run(rs, device, cause, owners)
+        by_device.setdefault(n.device or default_device(), ([], []))[0].append(n)
+    for n in checks:
+        by_device.setdefault(n.device or default_device(), ([], []))[1].append(n)
+    for device, (rs, cs) in by_device.items():
+        _run(rs, device, cause, owners, cs)
 
 
 # Every walk numbers the nodes it reaches from a fresh base upwards (Node.mark), so "seen in
@@ -217,9 +255,9 @@ class _Structure:
     """What a cached graph structure fixes for every run of it: which leaves may be
     donated (an output of the same shape/dtype can reuse the buffer) and how many of the
     graph's input tuples hold each — so a cache hit checks donations without a re-count."""
-    __slots__ = ("candidates", "out_sigs", "exes", "partners", "last_pack")
+    __slots__ = ("candidates", "out_sigs", "exes", "partners", "last_pack", "checked")
 
-    def __init__(self, order, leaves, roots, base):
+    def __init__(self, order, leaves, roots, base, checked=False):
         avail = {}
         for r in roots:
             k = (r.shape, r.dtype)
@@ -231,15 +269,20 @@ class _Structure:
                 j = pos.get(id(i))
                 if j is not None:
                     uses[j] += 1
+        self.partners = [_replaced_leaf(r, pos) for r in roots]
+        self.checked = checked
+        # a graph with checks may fail after it ran: then only the outputs that replace a
+        # leaf in place (computed as where(ok, new, old)) give a donated buffer back, so
+        # only those leaves are donated
+        keep = set(self.partners) if checked else None
         groups = {}
         self.candidates = []
         for j, leaf in enumerate(leaves):
             k = (leaf.shape, leaf.dtype)
-            if k in avail:
+            if k in avail and (keep is None or j in keep):
                 g = groups.setdefault(k, [avail[k]])   # one shared, mutable capacity
                 self.candidates.append((j, uses[j], g))
         self.out_sigs = [ir.intern_sig((_DATA, (), r.shape, r.dtype, 0)) for r in roots]
-        self.partners = [_replaced_leaf(r, pos) for r in roots]
         self.exes = {}    # donated leaf indices -> Executable
         self.last_pack = None   # (scalar values, their packed device arrays) of the last run
 
@@ -280,16 +323,21 @@ class _Structure:
         return tuple(donate)
 
 
-def _run(roots, device, cause, owners=None):
+def _run(roots, device, cause, owners=None, checks=(), defer=False):
     t0 = time.perf_counter()
-    order, leaves, scalars, flat, base = _walk_marked(roots)
+    order, leaves, scalars, flat, base = _walk_marked(roots + checks if checks else roots)
+    if _failed_live and _has_failed(order):
+        return _run_around_failed(roots, checks, order, device, cause, owners)
     out_slots = tuple([r.mark - base for r in roots])
     key = (device, tuple(flat), out_slots)
+    if checks:
+        check_slots = tuple([c.mark - base for c in checks])
+        key += (check_slots,)
     if device.type == "mesh":   # the sharding of every input is part of the key
         key += tuple(leaf.value.sharding for leaf in leaves)
     st = _cache.get(key)
     if st is None:
-        st = _cache[key] = _Structure(order, leaves, roots, base)
+        st = _cache[key] = _Structure(order, leaves, roots, base, bool(checks))
         if len(_cache) > _limit["structures"]:
             _cache.popitem(last=False)      # the least recently used structure goes
     else:
@@ -302,8 +350,13 @@ def _run(roots, device, cause, owners=None):
     if exe is None:
         tc = time.perf_counter()
         slot = _slots(base, leaves, scalars, order)
-        exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
-                               st.partners)
+        try:
+            exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate,
+                                   args, st.partners,
+                                   tuple(c.mark - base for c in checks) if checks else ())
+        except Exception as e:
+            _rollback(roots, e)
+            raise
         st.exes[donate] = exe
         metrics.note_compile(time.perf_counter() - tc, len(order), len(args), len(roots), cause)
         rt.on_compile(cause, order, leaves, scalars, roots, exe)
@@ -311,15 +364,37 @@ def _run(roots, device, cause, owners=None):
         exe.hits += 1
         metrics._C["cache_hits"] += 1
         rt.on_run(cause, exe)
+    if exe.need_bytes > _BIG:
+        err = memory_error(exe, device)
+        if err is not None:
+            _rollback(roots, err)
+            raise err
     if observers:
         for ob in observers:
             ob(exe, leaves, scalars, roots, owners, donate)
+    if rt.local.unverified is not None:
+        # the previous step's flags, read as late as possible: this graph was walked and
+        # keyed while that step ran (it holds no reference that would stop a donation)
+        _verify_deferred(roots)
     t1 = time.perf_counter()
-    outs = exe.fn(*args)
+    try:
+        outs = exe.fn(*args)
+    except Exception as e:   # nothing ran: put back what a donated-but-unused leaf can
+        _rollback(roots, e)
+        raise
     if donate:
         metrics._C["donated_buffers"] += len(donate)
     t2 = time.perf_counter()
     del args
+    failed = None
+    if checks:
+        exe.check_infos = infos = [c.site for c in checks]
+        if defer:
+            local = rt.local
+            local.unverified = _Unverified(outs[-1], infos, checks, order, roots, exe.guarded,
+                                           local.undo)
+        else:
+            failed = _verify_run(outs[-1], infos, checks, order)
     for r, v, sig in zip(roots, outs, st.out_sigs):
         # each output becomes a data leaf (inline: this runs for every output of every step)
         r.op = _DATA
@@ -336,6 +411,262 @@ def _run(roots, device, cause, owners=None):
     causes = rt.exec_causes
     causes[epoch] = cause
     causes.pop(epoch - 64, None)
+    if failed is not None:
+        err, taint = failed
+        # outputs computed from a failed op fail; outputs that replace a leaf in place
+        # already hold the leaf's old value (where(ok, new, old)); the rest stands
+        _rollback([r for i, r in enumerate(roots) if id(r) in taint and i not in exe.guarded],
+                  err, taint=taint)
+        raise err
+
+
+# ---- failed syncs ----------------------------------------------------------------------------
+# A node whose value failed to compute: `value` holds the error, reading it raises it again.
+FAILED = ir.Prim("failed", None, nondiff=True)
+_failed_live = weakref.WeakSet()   # FAILED nodes still reachable (a graph must be scanned)
+
+
+class OutOfMemoryError(MemoryError):
+    """An executable's outputs and scratch can't fit in the memory left on its device."""
+
+
+def verify(flags, infos):
+    """[(index, error)] of the failed checks, in recording order (empty when all passed).
+    Reading the flags waits for the execution to finish."""
+    f = np.asarray(flags)
+    if not f[:, 0].any():
+        return []
+    return [(i, infos[i].error(int(f[i, 1]))) for i in np.flatnonzero(f[:, 0])]
+
+
+class _Unverified:
+    """An execution whose check flags are still to be read, and what rolling it back needs:
+    its graph (outputs' inputs as they were before they became data), the tensors it rebound
+    with their earlier nodes (held, so they survive until then), the random-draw mark."""
+    __slots__ = ("flags", "infos", "checks", "order", "in_order", "roots", "inputs", "guarded",
+                 "undo", "rng")
+
+    def __init__(self, flags, infos, checks, order, roots, guarded, undo):
+        self.flags, self.infos, self.checks = flags, infos, checks
+        # outputs only weakly: they are the next step's inputs, whose donation counts
+        # references
+        ids = {id(r) for r in roots}
+        self.order = [None if id(n) in ids else n for n in order]
+        self.in_order = [weakref.ref(n) for n in order if id(n) in ids]
+        self.roots = [weakref.ref(r) for r in roots]
+        self.guarded = guarded
+        self.inputs = {id(r): r.inputs for r in roots}
+        self.undo = [(t, o(), e) for t, o, e in undo]
+        self.rng = rt.local.rng_draws
+
+
+def _verify_deferred(current=None):
+    """Read the deferred flags; on a failure roll back that execution and the work recorded
+    since (`current`: the roots of the sync in progress, else this thread's pending work)
+    and raise."""
+    local = rt.local
+    rec, local.unverified = local.unverified, None
+    roots = [r() for r in rec.roots]
+    it = iter(rec.in_order)
+    order = []
+    for n in rec.order:          # the outputs back in their (topological) places
+        if n is None:
+            n = next(it)()
+            if n is None:
+                continue
+        order.append(n)
+    failed = _verify_run(rec.flags, rec.infos, rec.checks, order, rec.inputs)
+    if failed is None:
+        return
+    err, taint = failed
+    # the work recorded since was built on the failed results: it commits nothing either
+    # (its in-place updates take their leaves' values — the failed step's where(ok, new,
+    # old) kept the old ones — and its other tensors raise this error)
+    local.checks = []
+    _rollback(live_pending_roots() if current is None else current, err, rng=False)
+    _rollback([r for i, r in enumerate(roots)
+               if r is not None and id(r) in taint and i not in rec.guarded],
+              err, taint, undo=[(t, (lambda o=o: o), e) for t, o, e in rec.undo], rng=False)
+    mark = rec.rng
+    if mark is not None and mark[0] == rt.rng_seed:
+        rt.rng_draws = mark[1]
+    local.rng_draws = mark
+    raise err
+
+
+def _verify_run(flags, infos, checks, order, inputs=None):
+    """None when every check passed; else (the first error, {id(node): error} for every
+    node computed from a failed op)."""
+    bad = verify(flags, infos)
+    if not bad:
+        return None
+    seeds, readers = {}, {}
+    for i, e in bad:
+        info = checks[i].site
+        for ref, into in ((info.out, seeds), (info.index, readers)):
+            n = ref() if ref is not None else None
+            if n is not None and id(n) not in into:
+                into[id(n)] = e
+    return bad[0][1], _taint(order, seeds, readers, inputs)
+
+
+def _taint(order, seeds, readers=None, inputs=None):
+    """{id(node): error} for the seeds and every node of `order` (topological) computed
+    from one of them or reading one of `readers` (a failed op's index tensor: the op's
+    backward reads it, not the op's output)."""
+    err = dict(seeds)
+    for n in order:
+        if id(n) in err:
+            continue
+        for i in (n.inputs if inputs is None else inputs.get(id(n), n.inputs)):
+            e = err.get(id(i))
+            if e is None and readers:
+                e = readers.get(id(i))
+            if e is not None:
+                err[id(n)] = e
+                break
+    return err
+
+
+def _again(err):
+    """A fresh exception with the same type and message as `err` (raised on every read)."""
+    try:
+        e = type(err)(*err.args)
+    except Exception:
+        e = RuntimeError(str(err))
+    e.__cause__ = err.__cause__
+    return e
+
+
+def _fail(node, err):
+    node.op = FAILED
+    node.inputs = ()
+    node.attrs = ()
+    node.value = err
+    node.sig = ir.intern_sig((FAILED, (), node.shape, node.dtype, 0))
+    _failed_live.add(node)
+
+
+def _replaced_input(root):
+    """The input node an output replaces in place (an optimizer's old parameter), or None."""
+    j = 0
+    if root.op.name == "tuple_get":
+        j = root.attrs[0]
+        root = root.inputs[0]
+    op = root.op
+    if op.inplace is None:
+        return None
+    k = op.inplace(root.attrs, j)
+    return None if k is None else root.inputs[k]
+
+
+def _usable(n):
+    return n is not None and n.op is _DATA and not (isinstance(n.value, jax.Array) and
+                                                     n.value.is_deleted())
+
+
+def _rollback(roots, err, taint=None, undo=None, clear=True, rng=True):
+    """Undo the failed outputs `roots` of a sync: tensors rebound to them since the last sync
+    get their materialised nodes back; a pending output that replaces a leaf in place (a
+    parameter, optimizer state) takes the leaf's value; every other one raises its error
+    (`taint[id(node)]`, else `err`) on read; the random-draw counter goes back to where the
+    last sync left it."""
+    local = rt.local
+    ids = {id(r) for r in roots}
+    back = {}
+    for tref, oref, edge in reversed(local.undo if undo is None else undo):
+        t, old = tref(), oref()
+        if old is not None and old.op is FAILED and old.attrs:
+            old = old.attrs[0]     # a failed node a tensor was put back from: its value
+        if t is not None and id(t._node) in ids and _usable(old):
+            back[id(t._node)] = old
+            t._node = old
+            t._edge = edge
+    if clear and undo is None:
+        local.undo.clear()
+    for r in roots:
+        if r.op is not _DATA:
+            src = _replaced_input(r)
+            if _usable(src):
+                r.op, r.inputs, r.attrs, r.value = _DATA, (), (), src.value
+                r.sig = ir.intern_sig((_DATA, (), r.shape, r.dtype, 0))
+                continue
+        _fail(r, err if taint is None else taint.get(id(r), err))
+        old = back.get(id(r))
+        if old is not None:
+            # a tensor recorded on top of r before the failure surfaced (a deferred check)
+            # goes back to the same value when its own sync fails
+            r.attrs = (old,)
+    mark = local.rng_draws
+    if rng and mark is not None and mark[0] == rt.rng_seed and rt.rng_draws >= mark[1]:
+        rt.rng_draws = mark[1]
+
+
+def _has_failed(order):
+    for n in order:
+        if n.op is FAILED:
+            return True
+    return False
+
+
+def _run_around_failed(roots, checks, order, device, cause, owners):
+    """Some pending work reads a value that failed earlier: that work fails with the same
+    error (and raises when read); the rest runs."""
+    err = _taint(order, {id(n): n.value for n in order if n.op is FAILED})
+    clean, bad = [], []
+    for r in roots:
+        e = err.get(id(r))
+        if e is None:
+            clean.append(r)
+        elif r.op is not FAILED:
+            bad.append(r)
+    _rollback(bad, None, err, clear=False, rng=False)
+    ok_checks = [c for c in checks if id(c) not in err]
+    if clean or ok_checks:
+        _run(clean, device, cause, owners, ok_checks)
+
+
+# programs needing more than this many new bytes have their need compared with the memory
+# left before they run (a read of /proc/meminfo or the device's statistics)
+_BIG = 1 << 28
+
+
+def _available_bytes(device):
+    jd = getattr(device, "jax_device", None)
+    try:
+        stats = jd.memory_stats() if jd is not None and hasattr(jd, "memory_stats") else None
+    except Exception:
+        stats = None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def memory_error(exe, device):
+    """An OutOfMemoryError when `exe`'s new allocations (outputs + scratch - reused donated
+    inputs, from XLA's memory analysis) exceed what `device` has left, else None."""
+    avail = _available_bytes(device)
+    if avail is None or exe.need_bytes <= avail:
+        return None
+    s = exe.stats or {}
+    return OutOfMemoryError(
+        f"sync: the executable needs {exe.need_bytes / 2**30:.2f} GiB of new memory "
+        f"(outputs {s.get('output_bytes', 0) / 2**30:.2f} GiB, scratch "
+        f"{s.get('temp_bytes', 0) / 2**30:.2f} GiB) but {device} has "
+        f"{max(avail, 0) / 2**30:.2f} GiB available; nothing was run (the pending tensors "
+        f"of this sync raise this error when read; earlier values are unchanged)")
 
 
 def _pack_scalars(scalars):

@@ -22,6 +22,8 @@ What it offers:
   while keeping its identity), and recording an update whose outputs replace tensors in
   place (an optimizer step);
 * reading what a tensor is without a sync: `is_pending`, `device_array`;
+* checked execution: `check_index(index, size, op, out=result)` records an in-graph bounds
+  check of an index tensor that raises IndexError at the sync (flowlite.checks);
 * devices and placement: `Device`, `device(...)` (PyTorch's `torch.device`), and `put`
   (place a jax array on a device or sharding, across processes too);
 * data parallelism over device meshes (`Mesh`, `data_parallel`, `shard_batch`,
@@ -41,7 +43,8 @@ from .tensor import Size, Tensor, from_jax, from_numpy, tensor
 from .tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .recording import (host_scalar, rebind, record, record_into, set_value,
                         share, share_into)
-from .executor import sync as _sync
+from .executor import sync as _sync, verify_pending as _verify_pending
+from .checks import index_in_range as check_index, checks_enabled
 from .compile import register_guard
 from .distributed import Mesh, data_parallel, global_batch, shard_batch
 
@@ -50,7 +53,7 @@ __all__ = ["Tensor", "Size", "ops", "prims", "random", "dtypes", "scan", "no_gra
            "tensor", "Prim", "primitive", "record", "record_into", "rebind", "set_value",
            "share", "share_into", "host_scalar", "is_pending", "device_array", "sync",
            "user_site", "register_guard", "Device", "device", "put", "Mesh", "data_parallel",
-           "shard_batch", "global_batch"]
+           "shard_batch", "global_batch", "check_index", "checks_enabled"]
 
 _DATA = _ir.DATA
 
@@ -78,10 +81,13 @@ def is_pending(t: Tensor) -> bool:
 def device_array(t: Tensor):
     """The jax.Array behind a materialised tensor (None while it is pending, or for a host
     scalar, which has no device buffer)."""
+    _verify_pending()
     n = t._node
     return n.value if n.op is _DATA else None
 
 
 def sync(cause: str = "flowlite.extend.sync()") -> None:
-    """Run all pending work now; `cause` is what `flowlite.metrics.report()` shows."""
-    _sync(cause)
+    """Run all pending work now; `cause` is what `flowlite.metrics.report()` shows.  A failed
+    check of this work raises at the next sync or host read (an optimizer step's sync does
+    not wait for the step to finish)."""
+    _sync(cause, defer_checks=True)

@@ -14,12 +14,14 @@ import functools
 import time
 
 import jax
+import jax.numpy as jnp
 from jax.sharding import SingleDeviceSharding
 
 
 class Executable:
     """One compiled program and what the tools report about it."""
-    __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary")
+    __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary",
+                 "n_checks", "guarded", "need_bytes", "check_infos")
 
     def __init__(self, fn, n_outputs, donate):
         self.summary = None
@@ -29,10 +31,20 @@ class Executable:
         self.donate = donate
         self.hits = 0
         self.stats = None
+        self.n_checks = 0         # check flags: one extra (n_checks, 2) output, last
+        self.guarded = frozenset()  # outputs computed as where(ok, new, old leaf)
+        self.need_bytes = 0       # new memory a run allocates (XLA's memory analysis)
+        self.check_infos = ()     # the checks' error builders of the last run (for replays)
 
 
-def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args):
-    """jax `Lowered` for the program (StableHLO, before XLA's compile)."""
+def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
+                  check_slots=(), guards=()):
+    """jax `Lowered` for the program (StableHLO, before XLA's compile).
+
+    With `check_slots` the program returns one more output, the check nodes' flags stacked
+    into one (n, 2) array, and each output position in `guards` (position, leaf slot) is
+    where(all checks ok, new, old leaf): a failed check leaves that leaf's value intact even
+    when its buffer was donated."""
 
     leaf_slots = tuple(slot[id(n)] for n in leaves)
     dtypes = sorted({s.dtype for s in scalars}, key=lambda d: d.name)
@@ -59,7 +71,15 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args)
             if dt is not None and v.dtype != dt:
                 v = v.astype(dt)
             env[out] = v
-        return tuple(env[s] for s in out_slots)
+        outs = [env[s] for s in out_slots]
+        if check_slots:
+            flags = jnp.stack([env[s] for s in check_slots])
+            if guards:
+                ok = jnp.all(flags[:, 0] == 0)
+                for pos, ls in guards:
+                    outs[pos] = jnp.where(ok, outs[pos], env[ls])
+            outs.append(flags)
+        return tuple(outs)
 
     if getattr(device, "mesh", None) is not None:
         # GSPMD: input shardings come from the arguments; XLA propagates them to the
@@ -72,25 +92,37 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args)
 
 
 def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
-                     partners=None):
+                     partners=None, check_slots=()):
     perm = _output_order(partners, donate) if partners else None
     lowered_slots = out_slots if perm is None else tuple(out_slots[i] for i in perm)
+    guards = ()
+    if check_slots and partners:
+        order_of = list(range(len(out_slots))) if perm is None else perm
+        guards = tuple((pos, slot[id(leaves[partners[i]])]) for pos, i in enumerate(order_of)
+                       if partners[i] is not None)
     t0 = time.perf_counter()
     compiled = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
-                             args).compile()
+                             args, check_slots, guards).compile()
     compile_s = time.perf_counter() - t0
     fn = compiled
     if perm is not None:
         where = [0] * len(perm)
         for pos, i in enumerate(perm):
             where[i] = pos
+        if check_slots:
+            where.append(len(perm))        # the flags stay last
 
         def fn(*a, _run=compiled, _where=tuple(where)):
             outs = _run(*a)
             return [outs[p] for p in _where]
     exe = Executable(fn, len(out_slots), donate)
     exe.compiled = compiled
+    exe.n_checks = len(check_slots)
+    if check_slots and partners:
+        exe.guarded = frozenset(i for i, p in enumerate(partners) if p is not None)
     exe.stats = _stats(compiled, len(args), len(out_slots), donate, args)
+    exe.need_bytes = max(0, exe.stats.get("output_bytes", 0) + exe.stats.get("temp_bytes", 0)
+                         - exe.stats.get("alias_bytes", 0))
     if compile_s > 0.25:     # small programs (eager mode's per-op ones) leave little behind
         _release_compile_memory()
     return exe
@@ -137,7 +169,8 @@ def _stats(compiled, n_in, n_out, donate, args):
         m = compiled.memory_analysis()
         s.update(argument_bytes=int(m.argument_size_in_bytes),
                  output_bytes=int(m.output_size_in_bytes),
-                 temp_bytes=int(m.temp_size_in_bytes))
+                 temp_bytes=int(m.temp_size_in_bytes),
+                 alias_bytes=int(getattr(m, "alias_size_in_bytes", 0) or 0))
     except Exception:  # not every backend reports memory statistics
         pass
     try:

@@ -16,7 +16,8 @@ from .primitives import tuple_get
 from .runtime import rt
 from .tape import AccumulateGrad, _state
 from .tensor import Tensor, apply
-from .views import _Root, _View, _alias_of, _mark, orphan, rebound, refresh, write_view
+from .views import (_Root, _View, _alias_of, _mark, _note_undo, orphan, rebound, refresh,
+                    write_view)
 
 _DATA = ir.DATA
 _ref = weakref.ref
@@ -49,6 +50,7 @@ def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
         t._edge = new._edge
     elif e is None and new._edge is not None and _state.enabled:
         t._edge = new._edge
+    _note_undo(t, e)
     t._node = new._node
     if new._node.op is not _DATA:
         rt.local.pending.append(_ref(t))
@@ -83,6 +85,7 @@ def set_value(t: Tensor, new: Tensor) -> Tensor:
     parameter moved to another device or dtype, a loaded state_dict entry); t's views see
     the new value when its shape is unchanged."""
     same = new._node.shape == t._node.shape
+    _note_undo(t, t._edge)
     t._node = new._node
     if t.is_pending:
         rt.local.pending.append(_ref(t))

@@ -29,6 +29,12 @@ class _ThreadState(threading.local):
         self.live = []               # weakrefs to GradFns that may still run backward
         self.recorder = None         # list collecting every new node (backward templates)
         self.tracing_body = 0        # >0 while a scan body is traced on placeholders
+        self.checks = []             # check nodes recorded since the last sync (flowlite.checks)
+        self.undo = []               # (tensor ref, its materialised node ref, its edge) for each
+        #                              tensor rebound since the last sync: a failed sync puts
+        #                              them back (a failed sync commits nothing)
+        self.rng_draws = None        # (seed, rt.rng_draws) after this thread's last sync
+        self.unverified = None       # an execution whose check flags are still to be read
 
 
 class Runtime:

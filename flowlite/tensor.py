@@ -158,6 +158,8 @@ class Tensor:
 
     # ---- host reads (sync) ----------------------------------------------------
     def _value(self, cause):
+        if _local.unverified is not None:   # a deferred check failed? raise it first
+            executor.verify_pending()
         n = self._node
         if n.op is _SCALAR:
             return np.asarray(n.value, dtype=n.dtype.np)

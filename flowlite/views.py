@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import weakref
 
-from . import layout as L
+from . import ir, layout as L
 from . import ops as F
 from .runtime import rt
 from .tape import AccumulateGrad, _state
 from .tensor import Tensor, _norm_dim
 
 _ref = weakref.ref
+_DATA_OP = ir.DATA
 
 
 class _Root:
@@ -403,6 +404,14 @@ def version(x):
 
 
 # ---- writes ---------------------------------------------------------------------------------
+def _note_undo(t, edge):
+    """Remember t's materialised node (weakly: its buffer stays donatable) so a failed sync
+    can put it back (executor._rollback)."""
+    old = t._node
+    if old.op is _DATA_OP:
+        rt.local.undo.append((_ref(t), _ref(old), edge))
+
+
 def _check_leaf(t, opname):
     if _state.enabled and isinstance(t._edge, AccumulateGrad):
         raise RuntimeError(f"{opname}: a leaf Variable that requires grad is being used in an "
@@ -454,6 +463,7 @@ def write_view(t, a: _View, new, opname):
         base = F._view_write(root, new, off, st)
     finally:
         _state.enabled = enabled
+    _note_undo(root, root._edge)
     if linked:
         root._edge = base._edge
     root._node = base._node

@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from ..extend import (Tensor, dtypes as D, from_numpy, no_grad, ops as F, prims as P,
+from ..extend import (Tensor, check_index, dtypes as D, from_numpy, no_grad, ops as F, prims as P,
                       random as R, rebind, record)
 
 __all__ = [
@@ -728,7 +728,11 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported")
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
-    out = weight[input]
+    num = weight.shape[0]
+    # weight[input] without indexing's negative wrap-around: embedding takes [0, num)
+    out = record(P.index, (weight, input), ((("t",),),),
+                 tuple(input.shape) + (weight.shape[1],), weight.dtype)
+    check_index(input, num, "embedding", shape=tuple(weight.shape), out=out)
     if padding_idx is not None:
         num = weight.shape[0]
         if padding_idx < 0:
@@ -1302,12 +1306,16 @@ def _nll(logp, target, weight, ignore_index, reduction, op):
         shape = tuple(target.shape) if reduction == "none" else ()
         loss = record(P.nll, (logp, target), (int(ignore_index), reduction), shape,
                       logp.dtype)
-        return F.squeeze(loss, 0) if unbatched and reduction == "none" else loss
+        _check_targets(target, c, ignore_index, op, logp, loss)
+        loss = F.squeeze(loss, 0) if unbatched and reduction == "none" else loss
+        return loss
     t1 = F.unsqueeze(target, 1)
-    picked = F.gather(logp, 1, t1)                     # (N, 1, *)
     keep = F.ne(t1, ignore_index)
+    safe = F.where(keep, t1, 0)                        # ignored targets pick class 0, masked
+    picked = F._take_along_prim(logp, safe, 1)         # (N, 1, *); checked just below
+    _check_targets(target, c, ignore_index, op, logp, picked)
     if weight is not None:
-        wt = F.where(keep, weight[t1], 0.0)
+        wt = F.where(keep, weight[safe], 0.0)
         loss = -(picked * wt)
     else:
         wt = None
@@ -1321,6 +1329,13 @@ def _nll(logp, target, weight, ignore_index, reduction, op):
         denom = F.sum(wt) if wt is not None else F.sum(F.to_dtype(keep, loss.dtype))
         return F.sum(loss) / denom
     raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction")
+
+
+def _check_targets(target, c, ignore_index, op, logp, out):
+    """Class targets must lie in [0, C) unless equal to ignore_index (checked in the graph,
+    raised at the sync as PyTorch's IndexError "Target 5 is out of bounds.")."""
+    check_index(target, c, op, kind="target", ignore=int(ignore_index), shape=tuple(logp.shape),
+                detail=f"ignore_index={int(ignore_index)}", out=out)
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -1366,7 +1381,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     keep = F.ne(t, ignore_index)
     smooth = F.where(keep, smooth, 0.0)
     if reduction == "mean":
-        denom = F.sum(F.where(keep, weight[t], 0.0)) if weight is not None else \
+        denom = F.sum(F.where(keep, weight[F.where(keep, t, 0)], 0.0)) if weight is not None \
+            else \
             F.sum(F.to_dtype(keep, smooth.dtype))
         smooth = F.sum(smooth) / denom
     elif reduction == "sum":

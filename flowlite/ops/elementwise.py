@@ -10,7 +10,9 @@ import builtins
 import numpy as np
 
 from .. import dtypes as D
+from .. import ir
 from .. import primitives as P
+from ..checks import IntegerDivisionByZeroError, nonzero_divisor
 from ..tensor import Tensor, apply, tensor
 from ._core import (_binary, _promote_nodes, _scalar, _scalar_result, _scalar_types, _unary,
                     as_tensor, broadcast_shapes, nonzero, to_dtype)
@@ -48,7 +50,11 @@ def div(x, y, rounding_mode=None):
     if rounding_mode == "trunc":
         q = _binary(P.div, x, y, "float")
         r = trunc(q)
-        return r if x.dtype.kind == "f" else to_dtype(r, x.dtype)
+        if x.dtype.kind == "f":
+            return r
+        r = to_dtype(r, x.dtype)
+        _check_divisor(y, r, "div(rounding_mode='trunc')")
+        return r
     return _binary(P.div, x, y, "float")
 
 
@@ -57,15 +63,39 @@ def rdiv(x, y):
 
 
 def floor_divide(x, y):
-    return _binary(P.floor_divide, x, y)
+    return _check_divisor(y, _binary(P.floor_divide, x, y), "floor_divide")
 
 
 def remainder(x, y):
-    return _binary(P.remainder, x, y)
+    return _check_divisor(y, _binary(P.remainder, x, y), "remainder")
 
 
 def fmod(x, y):
-    return _binary(P.fmod, x, y)
+    return _check_divisor(y, _binary(P.fmod, x, y), "fmod")
+
+
+def _check_divisor(y, out, op):
+    """Integer division/modulo by zero raises, as in PyTorch: now for a Python or host-scalar
+    divisor, inside the executable for a tensor one (flowlite.checks).  Float division by
+    zero is inf/nan, as in PyTorch."""
+    if out._node.dtype.kind not in "iu":
+        return out
+    if isinstance(y, Tensor):
+        n = y._node
+        if n.op is ir.SCALAR:
+            known = n.value
+        elif n.op is P.full and not n.inputs and n.device is None:   # a baked constant
+            known = n.attrs[1]
+        else:
+            nonzero_divisor(y, op, out)
+            return out
+    else:
+        known = y
+    if isinstance(known, (int, float, bool, np.number, np.bool_)) and known == 0 and \
+            out.numel():
+        raise IntegerDivisionByZeroError(f"ZeroDivisionError: {op}: integer division by zero "
+                                         f"({out.dtype} tensor of shape {tuple(out.shape)})")
+    return out
 
 
 def atan2(x, y):

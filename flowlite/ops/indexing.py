@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .. import primitives as P
+from ..checks import index_in_range
 from ..tensor import Tensor, apply, tensor, from_numpy, _norm_dim
 from ._core import (_scalar, _take_along_prim, as_tensor, broadcast_shapes, broadcast_to, to_dtype)
 from .elementwise import (eq, where)
@@ -186,8 +187,30 @@ def getitem_plan(x, idx):
     split = _split_int_indices(x, spec)
     if split is not None:
         ints, rest = split
-        return _index(_basic_index(x, ints), rest, tensors), None
-    return _index(x, spec, tensors), None
+        sub = _basic_index(x, ints)
+        return _check_spec(sub, rest, tensors, "index", _index(sub, rest, tensors)), None
+    return _check_spec(x, spec, tensors, "index", _index(x, spec, tensors)), None
+
+
+def _check_spec(x, spec, tensors, op, out):
+    """Index tensors in `spec` must lie in [-size, size) of the dimension they index (the
+    check runs inside the executable and guards `out`: see flowlite.checks)."""
+    shp = x._node.shape
+    n_consumed = builtins.sum(1 for it in spec if it[0] in "sit")
+    dim = 0
+    k = 0
+    for it in spec:
+        kind = it[0]
+        if kind == "n":
+            continue
+        if kind == "e":
+            dim += len(shp) - n_consumed
+            continue
+        if kind == "t":
+            index_in_range(tensors[k], shp[dim], op, negative=True, dim=dim, shape=shp, out=out)
+            k += 1
+        dim += 1
+    return out
 
 
 def _split_int_indices(x, spec):
@@ -249,9 +272,10 @@ def _put(x, spec, tensors, v, accumulate):
     except ValueError:
         raise ValueError(f"setitem: value of shape {tuple(v.shape)} cannot be broadcast to the "
                          f"indexed shape {tuple(target.shape)}") from None
-    if accumulate:
-        return _index_add(x, spec, tensors, v)
-    return _index_set(x, spec, tensors, v)
+    out = _index_add(x, spec, tensors, v) if accumulate else _index_set(x, spec, tensors, v)
+    if tensors:
+        _check_spec(x, spec, tensors, "index_put" if accumulate else "setitem", out)
+    return out
 
 
 def setitem(x, idx, value):
@@ -276,7 +300,9 @@ def gather(x, dim, index):
         if i != d and a > b:
             raise ValueError(f"gather: size of index {tuple(index.shape)} exceeds the input "
                              f"{tuple(x.shape)} at dimension {i}")
-    return _take_along_prim(x, index, d)
+    out = _take_along_prim(x, index, d)
+    index_in_range(index, x._node.shape[d], "gather", dim=d, shape=x._node.shape, out=out)
+    return out
 
 
 def take_along_dim(x, indices, dim):
@@ -289,7 +315,12 @@ def take_along_dim(x, indices, dim):
     xs.insert(d, x.shape[d])
     ish = list(shape)
     ish.insert(d, indices.shape[d])
-    return _take_along_prim(broadcast_to(x, tuple(xs)), broadcast_to(indices, tuple(ish)), d)
+    # PyTorch wraps negative indices here and (on CPU) reads past the end for too-large ones:
+    # flowlite raises for those instead
+    out = _take_along_prim(broadcast_to(x, tuple(xs)), broadcast_to(indices, tuple(ish)), d)
+    index_in_range(indices, x._node.shape[d], "take_along_dim", negative=True, dim=d,
+                   shape=x._node.shape, out=out)
+    return out
 
 
 def _scatter_add_prim(x, index, src, d):
@@ -316,22 +347,28 @@ def _scatter_args(x, dim, index, src, op):
     return index, d, src
 
 
+def _checked_scatter(out, x, index, d, op):
+    index_in_range(index, x._node.shape[d], op, dim=d, shape=x._node.shape, out=out)
+    return out
+
+
 def scatter(x, dim, index, src=None, value=None, reduce=None):
     if src is None:
         src = value
     index, d, src = _scatter_args(x, dim, index, src, "scatter")
     if reduce == "add":
-        return _scatter_add_prim(x, index, src, d)
+        return _checked_scatter(_scatter_add_prim(x, index, src, d), x, index, d, "scatter")
     if reduce == "multiply":
-        return apply(P.scatter_mul, (x, index, src), (d,), x._node.shape, x._node.dtype)
+        return _checked_scatter(apply(P.scatter_mul, (x, index, src), (d,), x._node.shape,
+                                      x._node.dtype), x, index, d, "scatter")
     if reduce is not None:
         raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
-    return _scatter_prim(x, index, src, d)
+    return _checked_scatter(_scatter_prim(x, index, src, d), x, index, d, "scatter")
 
 
 def scatter_add(x, dim, index, src):
     index, d, src = _scatter_args(x, dim, index, src, "scatter_add")
-    return _scatter_add_prim(x, index, src, d)
+    return _checked_scatter(_scatter_add_prim(x, index, src, d), x, index, d, "scatter_add")
 
 
 def index_select(x, dim, index):
@@ -340,9 +377,12 @@ def index_select(x, dim, index):
         raise ValueError(f"index_select: index must be 1-D or 0-D (got shape "
                          f"{tuple(index.shape)})")
     d = _norm_dim(dim, x.ndim, "index_select")
-    index = reshape(index, (-1,))
+    flat = reshape(index, (-1,))
     spec = tuple(("s", 0, s, 1) for s in x._node.shape[:d]) + (("t",),)
-    return _index(x, spec, (index,))
+    out = _index(x, spec, (flat,))
+    index_in_range(flat, x._node.shape[d], "index_select", dim=d, shape=x._node.shape,
+                   out=out)
+    return out
 
 
 def index_add(x, dim, index, source, alpha=1):
@@ -351,7 +391,9 @@ def index_add(x, dim, index, source, alpha=1):
     spec = tuple(("s", 0, s, 1) for s in x._node.shape[:d]) + (("t",),)
     if alpha != 1:
         source = source * alpha
-    return _index_add(x, spec, (index,), to_dtype(source, x.dtype))
+    out = _index_add(x, spec, (index,), to_dtype(source, x.dtype))
+    index_in_range(index, x._node.shape[d], "index_add", dim=d, shape=x._node.shape, out=out)
+    return out
 
 
 def masked_fill(x, mask, value):
@@ -372,6 +414,8 @@ def one_hot(x, num_classes=-1):
     if x.dtype.kind not in "iu":
         raise TypeError(f"one_hot is only applicable to index tensors (got {x.dtype})")
     if num_classes < 0:
-        num_classes = builtins.int(amax(x).item()) + 1
+        num_classes = builtins.int(amax(x).item()) + 1 if x.numel() else 0
     classes = arange(num_classes, device=x.device, dtype=x.dtype)
-    return to_dtype(eq(unsqueeze(x, -1), classes), D.int64)
+    out = to_dtype(eq(unsqueeze(x, -1), classes), D.int64)
+    index_in_range(x, num_classes, "one_hot", kind="class", shape=x._node.shape, out=out)
+    return out
