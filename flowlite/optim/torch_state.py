@@ -78,7 +78,7 @@ def _host(v) -> np.ndarray:
 
 
 def _as_tensor(v):
-    return v if isinstance(v, Tensor) else from_numpy(np.ascontiguousarray(_host(v)))
+    return v if isinstance(v, Tensor) else from_numpy(np.array(_host(v)))
 
 
 def load_torch_state_dict(opt, sd) -> None:
