@@ -200,8 +200,17 @@ class LBFGS(Optimizer):
         off = 0
         for p in self._params:
             n = int(np.prod(p.shape))
-            rebind(p, p + t * d[off:off + n].reshape(tuple(p.shape)), "LBFGS.step")
+            rebind(p, p + self._scalar(t, d) * d[off:off + n].reshape(tuple(p.shape)),
+                   "LBFGS.step")
             off += n
+
+    def _data(self, a, like):
+        """A materialised tensor of like's dtype and device (an executable input)."""
+        return extend.from_numpy(a.astype(like.dtype.np)).to(like.device)
+
+    def _scalar(self, v, like):
+        """A Python float as graph data, never a baked constant (t = 1.0 is common)."""
+        return extend.host_scalar(float(v), like.dtype)
 
     def _clone_param(self):
         return [share(p) for p in self._params]
@@ -219,13 +228,15 @@ class LBFGS(Optimizer):
             d = -g
             return {"first": (d, _dot(g, d), d.abs().max())}, [g.abs().sum()]
         y = g - st["prev_flat_grad"]
-        s = st["d"] * st["t"]
+        s = st["d"] * self._scalar(st["t"], g)
         ys, yy = _dot(y, s), _dot(y, y)
         m = self.param_groups[0]["history_size"]
         if st.get("S") is None:
-            zeros = F.zeros((m, self._numel), dtype=g.dtype, device=g.device)
-            st["S"], st["Y"] = zeros, zeros
-            st["RO"] = F.zeros((m,), dtype=g.dtype, device=g.device)
+            # device data from the start (not a lazy `zeros`), so the graph of the first
+            # iteration with a history is the graph of every later one
+            st["S"] = self._data(np.zeros((m, self._numel)), g)
+            st["Y"] = self._data(np.zeros((m, self._numel)), g)
+            st["RO"] = self._data(np.zeros((m,)), g)
         S, Y, RO = st["S"], st["Y"], st["RO"]
         kept = (_shift_in(S, s), _shift_in(Y, y), _shift_in(RO, 1.0 / ys), ys / yy)
         out = {}
@@ -256,7 +267,7 @@ class LBFGS(Optimizer):
         st = self._lbfgs
         if "first" in obs:
             st["S"] = st["Y"] = st["RO"] = None
-            st["H_diag"] = 1
+            st["H_diag"] = self._data(np.ones(()), obs["first"][0])
             st["num_old"] = 0
             return obs["first"]
         if obs["extra"] > 1e-10:                # y·s: keep the curvature pair
@@ -340,7 +351,7 @@ class LBFGS(Optimizer):
                     break
                 # the convergence tests and the next iteration's candidates: one sync
                 obs = self._observe(loss_t if loss_t is not None else loss, g, first=False,
-                                    dt=(d * t).abs().max())
+                                    dt=(d * self._scalar(t, d)).abs().max())
                 if loss_t is not None:
                     loss = obs["loss"]
                 if obs["gmax"] <= tolerance_grad or obs["dt"] <= tolerance_change or \
