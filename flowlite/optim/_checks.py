@@ -39,3 +39,19 @@ def check_betas(group):
 def hyper(group, *names):
     """The named numeric entries of a param group as floats."""
     return {n: float(_num(group[n])) for n in names}
+
+
+def check_differentiable(group, name):
+    """PyTorch's `differentiable=True` records the update on the autograd tape; flowlite's
+    update is one fused, non-differentiable node, so it is refused rather than ignored.
+    (`foreach` and `capturable` choose kernels in PyTorch and change no result: accepted.)"""
+    if group.get("differentiable", False):
+        raise ValueError(f"{name}: differentiable=True is not supported (flowlite records the "
+                         "optimizer update as one fused node outside the autograd tape)")
+
+
+def check_pair(group, name, label):
+    v = group[name]
+    if not isinstance(v, (tuple, list)) or len(v) != 2:
+        raise ValueError(f"Invalid {label}: expected a pair, got {v!r}")
+    return float(_num(v[0])), float(_num(v[1]))

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import optax
 
 from .. import extend
+from . import torch_state
 from ..extend import (Tensor, dtypes as D, from_jax, no_grad, rebind, record_into, share,
                       user_site)
 
@@ -93,7 +94,12 @@ class Optimizer:
     **static)` builds an optax GradientTransformation that includes the
     learning-rate scaling (the update is added to the parameters)."""
 
-    # names in the param group that are per-step numeric hyper-parameters
+    # PyTorch's names for the per-parameter fields of this optimizer's optax state (e.g.
+    # {"e_g": "square_avg"}).  When set, state_dict() has PyTorch's layout — {"state":
+    # {param_index: {"step": ..., name: tensor}}, "param_groups": [...]} — which
+    # torch.optim loads, and load_state_dict() reads PyTorch's state dicts.
+    _torch_state_names: dict | None = None
+
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
         self.param_groups: list = []
@@ -102,6 +108,7 @@ class Optimizer:
         self._treedefs: list = []
         self._update_memo: dict = {}   # group index -> record_into's memo for its update
         self._keys: list = []        # per group: registry key of the transformation in use
+        self._group_steps: list = []  # per group: updates recorded (host-side mirror of count)
         self._step_count = 0
         params = list(params)
         if not params:
@@ -196,6 +203,7 @@ class Optimizer:
         self._opt_state.append([from_jax(_place_like(v, params)) for v in leaves])
         self._treedefs.append(treedef)
         self._keys.append(key)
+        self._group_steps.append(0)
 
     def _sync_structure(self, gi):
         """The group's transformation for its current options; returns (key, hyper).
@@ -274,6 +282,13 @@ class Optimizer:
         if memo is None:
             memo = self._update_memo[gi] = {}
         record_into(targets, optax_update, inputs, attrs, memo)
+        self._group_steps[gi] += 1
+
+    def _torch_state_dict(self) -> dict:
+        return torch_state.torch_state_dict(self)
+
+    def _load_torch_state_dict(self, sd) -> None:
+        torch_state.load_torch_state_dict(self, sd)
 
     def _hparam(self, gi, name, value):
         # always data (never a baked constant) and tagged with its source, so a replayed
@@ -312,6 +327,8 @@ class Optimizer:
 
     # -- (de)serialisation ----------------------------------------------------------------------
     def state_dict(self) -> dict:
+        if self._torch_state_names is not None:
+            return self._torch_state_dict()
         groups = []
         idx = 0
         for g in self.param_groups:
@@ -324,6 +341,8 @@ class Optimizer:
         return {"state": state, "param_groups": groups, "step": self._step_count}
 
     def load_state_dict(self, sd: dict) -> None:
+        if self._torch_state_names is not None and not _is_leaf_layout(sd["state"]):
+            return self._load_torch_state_dict(sd)
         groups = sd["param_groups"]
         if len(groups) != len(self.param_groups):
             raise ValueError(f"loaded state dict has {len(groups)} parameter groups, the "
@@ -361,6 +380,11 @@ class Optimizer:
                 with no_grad():
                     rebind(t, to_dtype(v.to(t.device), t.dtype), "load_state_dict")
         self._step_count = int(sd.get("step", 0))
+
+
+def _is_leaf_layout(state) -> bool:
+    """flowlite's generic layout ({group: {"leaf0": ...}}) rather than PyTorch's."""
+    return any(isinstance(e, dict) and "leaf0" in e for e in state.values())
 
 
 def _place_like(v, params):

@@ -18,6 +18,11 @@ with optax's own and is usable outside flowlite:
                          outside the root (optax adds eps inside).
 - `scale_by_nadam`       PyTorch's NAdam with the momentum-decay schedule
                          mu_t = b1 (1 - 0.5 * 0.96^(t * momentum_decay)).
+- `scale_by_radam`       PyTorch's RAdam: eps added to sqrt(v) (optax: to sqrt(v_hat)),
+                         rectified only when rho_t > 5 (optax: >= 5), step scalars
+                         computed without float32 cancellation.
+- `asgd`, `rprop`        PyTorch's ASGD and Rprop as whole updates (optax has no ASGD; its
+                         rprop differs in when step sizes start and how they are masked).
 
 All hyper-parameters may be traced values (they arrive through
 `optax.inject_hyperparams`), so no Python control flow depends on them.
@@ -31,8 +36,9 @@ import jax.numpy as jnp
 import optax
 
 __all__ = ["scale_by_dampening", "scale_by_amsgrad", "scale_by_rss", "scale_by_nadam",
-           "ScaleByDampeningState", "ScaleByAmsgradState", "ScaleByRssState",
-           "ScaleByNadamState"]
+           "scale_by_radam", "asgd", "rprop", "ScaleByDampeningState", "ScaleByAmsgradState",
+           "ScaleByRssState", "ScaleByNadamState", "ScaleByRadamState", "AsgdState",
+           "RpropState"]
 
 
 # ---- SGD dampening -------------------------------------------------------------------------
@@ -158,5 +164,150 @@ def scale_by_nadam(b1=0.9, b2=0.999, eps=1e-8, momentum_decay=4e-3
 
         updates = jax.tree.map(direction, updates, mu, nu)
         return updates, ScaleByNadamState(count=count, mu_product=mu_product, mu=mu, nu=nu)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+# ---- RAdam with PyTorch's eps placement and threshold -------------------------------------------
+class ScaleByRadamState(NamedTuple):
+    count: Any
+    mu: Any   # exp_avg
+    nu: Any   # exp_avg_sq
+
+
+def _rho_t(t, log_b2, rho_inf):
+    """RAdam's rho_t = rho_inf - 2 t b2^t / (1 - b2^t), accurate in float32.
+
+    Written directly it cancels catastrophically for small t (rho_inf ~ 2/(1-b2) ~ 2000 minus
+    almost as much); with L = -log(b2) its series t - (t^2-1) L/6 + (t^4-1) L^3/360
+    - (t^6-1) L^5/15120 has no cancellation while tL is small, and the direct form is
+    accurate once tL is not."""
+    L = -log_b2
+    x = t * L
+    t2 = t * t
+    series = t - (t2 - 1.0) * L / 6.0 + (t2 * t2 - 1.0) * L ** 3 / 360.0 \
+        - (t2 * t2 * t2 - 1.0) * L ** 5 / 15120.0
+    direct = rho_inf + 2.0 * t * jnp.exp(-x) / jnp.expm1(-x)
+    return jnp.where(x < 0.5, series, direct)
+
+
+def scale_by_radam(b1=0.9, b2=0.999, eps=1e-8, log_b1=None, log_b2=None, rho_inf=None
+                   ) -> optax.GradientTransformation:
+    """PyTorch's RAdam direction (Liu et al. 2019):
+
+    m_t = b1 m + (1-b1) g,  v_t = b2 v + (1-b2) g^2,  m_hat = m_t / (1 - b1^t)
+    rho_t > 5:  m_hat * sqrt(1 - b2^t) / (sqrt(v_t) + eps) * r_t,
+                r_t = sqrt((rho_t-4)(rho_t-2) rho_inf / ((rho_inf-4)(rho_inf-2) rho_t))
+    else:       m_hat
+    `log_b1`, `log_b2`, `rho_inf` are log(b1), log(b2), 2/(1-b2)-1 computed by the caller in
+    double precision: 1 - b^t from a float32 b loses digits (b2=0.999 rounds 1-b2 by 1e-5)."""
+    log_b1 = jnp.log(b1) if log_b1 is None else log_b1
+    log_b2 = jnp.log(b2) if log_b2 is None else log_b2
+    rho_inf = 2.0 / (1.0 - b2) - 1.0 if rho_inf is None else rho_inf
+
+    def init_fn(params):
+        return ScaleByRadamState(count=jnp.zeros([], jnp.int32),
+                                 mu=optax.tree.zeros_like(params),
+                                 nu=optax.tree.zeros_like(params))
+
+    def update_fn(updates, state, params=None):
+        del params
+        count = optax.safe_increment(state.count)
+        t = count.astype(jnp.float32)
+        omb1 = -jnp.expm1(log_b1)
+        omb2 = -jnp.expm1(log_b2)
+        mu = jax.tree.map(lambda g, m: b1 * m + omb1 * g, updates, state.mu)
+        nu = jax.tree.map(lambda g, v: b2 * v + omb2 * g * g, updates, state.nu)
+        bc1 = -jnp.expm1(t * log_b1)
+        bc2 = -jnp.expm1(t * log_b2)
+        rho = _rho_t(t, log_b2, rho_inf)
+        rect = jnp.sqrt(jnp.maximum((rho - 4.0) * (rho - 2.0) * rho_inf, 0.0)
+                        / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho))
+        rectify = rho > 5.0
+
+        def direction(m, v):
+            m_hat = m / bc1.astype(m.dtype)
+            adaptive = jnp.sqrt(bc2).astype(v.dtype) / (jnp.sqrt(v) + eps)
+            return jnp.where(rectify, m_hat * adaptive * rect.astype(m.dtype), m_hat)
+
+        return jax.tree.map(direction, mu, nu), ScaleByRadamState(count=count, mu=mu, nu=nu)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+# ---- ASGD (averaged SGD) --------------------------------------------------------------------
+class AsgdState(NamedTuple):
+    count: Any   # steps taken
+    eta: Any     # step size of the next step (PyTorch's `eta`; lr before the first step)
+    mu: Any      # averaging coefficient of the next step (PyTorch's `mu`, starts at 1)
+    ax: Any      # the averaged parameters
+
+
+def asgd(learning_rate, lambd=1e-4, alpha=0.75, t0=1e6) -> optax.GradientTransformation:
+    """PyTorch's ASGD (Polyak-Ruppert averaging), the full update (learning rate included):
+
+    p <- p (1 - lambd eta) - eta g;  ax <- p if mu == 1 else ax + mu (p - ax)
+    then eta = lr / (1 + lambd lr t)^alpha,  mu = 1 / max(1, t - t0)."""
+
+    def init_fn(params):
+        return AsgdState(count=jnp.zeros([], jnp.int32), eta=jnp.zeros([], jnp.float32),
+                         mu=jnp.ones([], jnp.float32), ax=optax.tree.zeros_like(params))
+
+    def update_fn(updates, state, params=None):
+        if params is None:
+            raise ValueError(optax.NO_PARAMS_MSG)
+        eta = jnp.where(state.count == 0, learning_rate, state.eta)
+        count = optax.safe_increment(state.count)
+        t = count.astype(jnp.float32)
+        new_p = jax.tree.map(
+            lambda g, p: p * (1 - lambd * eta).astype(p.dtype) - eta.astype(p.dtype) * g,
+            updates, params)
+        ax = jax.tree.map(
+            lambda q, a: jnp.where(state.mu == 1, q, a + (q - a) * state.mu.astype(q.dtype)),
+            new_p, state.ax)
+        new_eta = learning_rate / (1 + lambd * learning_rate * t) ** alpha
+        new_mu = 1.0 / jnp.maximum(1.0, t - t0)
+        updates = jax.tree.map(lambda q, p: q - p, new_p, params)
+        return updates, AsgdState(count=count, eta=new_eta.astype(jnp.float32),
+                                  mu=new_mu.astype(jnp.float32), ax=ax)
+
+    return optax.GradientTransformation(init_fn, update_fn)
+
+
+# ---- Rprop as PyTorch defines it --------------------------------------------------------------
+class RpropState(NamedTuple):
+    count: Any
+    prev: Any        # the previous (masked) gradient
+    step_size: Any   # per-element step sizes (lr before the first step)
+
+
+def rprop(learning_rate, etaminus=0.5, etaplus=1.2, step_size_min=1e-6, step_size_max=50.0
+          ) -> optax.GradientTransformation:
+    """PyTorch's Rprop, the full update: s = sign(g * prev); step sizes times etaplus (s > 0),
+    etaminus (s < 0) or 1, clamped to [min, max]; where s < 0 the gradient is taken as 0;
+    p <- p - sign(g) * step_size; prev <- g."""
+
+    def init_fn(params):
+        return RpropState(count=jnp.zeros([], jnp.int32), prev=optax.tree.zeros_like(params),
+                          step_size=optax.tree.zeros_like(params))
+
+    def update_fn(updates, state, params=None):
+        del params
+        first = state.count == 0
+
+        def one(g, prev, size):
+            s = jnp.sign(g * prev)
+            factor = jnp.where(s > 0, etaplus, jnp.where(s < 0, etaminus, 1.0)).astype(g.dtype)
+            size = jnp.where(first, jnp.asarray(learning_rate, g.dtype), size)
+            size = jnp.clip(size * factor, step_size_min, step_size_max).astype(g.dtype)
+            g = jnp.where(factor == jnp.asarray(etaminus, g.dtype), 0, g)
+            return -jnp.sign(g) * size, g, size
+
+        out = jax.tree.map(one, updates, state.prev, state.step_size)
+        upd = jax.tree.map(lambda o: o[0], out, is_leaf=lambda o: isinstance(o, tuple))
+        prev = jax.tree.map(lambda o: o[1], out, is_leaf=lambda o: isinstance(o, tuple))
+        size = jax.tree.map(lambda o: o[2], out, is_leaf=lambda o: isinstance(o, tuple))
+        return upd, RpropState(count=optax.safe_increment(state.count), prev=prev,
+                               step_size=size)
 
     return optax.GradientTransformation(init_fn, update_fn)
