@@ -17,6 +17,7 @@ from .device import device, Device, default_device, set_default_device
 from .tensor import Tensor, Size, tensor, from_numpy, from_jax
 from . import ops as _ops
 from . import tensor_methods as _tensor_methods  # noqa: F401
+from .tensor_methods import isclose, allclose, equal, diag
 from .ops import (
     zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like, arange, linspace,
     eye, cat, concat, stack, where, einsum, matmul, bmm, mm, maximum, minimum, clamp, clip,

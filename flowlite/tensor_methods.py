@@ -302,3 +302,67 @@ Tensor.is_meta = property(lambda self: False)
 Tensor.pin_memory = lambda self, device=None: self
 Tensor.is_pinned = lambda self, device=None: False
 Tensor.get_device = lambda self: self.device.index if _platform_of(self.device) != "cpu" else -1
+
+
+# ---- comparisons that answer a Python bool (they read the result: a sync, as in PyTorch) ----
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = F.as_tensor(a), F.as_tensor(b)
+    close = F.abs(a - b) <= atol + rtol * F.abs(b)
+    if a.dtype.is_floating_point or b.dtype.is_floating_point:
+        # infinities are close only to themselves
+        close = F.logical_or(F.logical_and(close, F.isfinite(a - b)), a == b)
+        if equal_nan:
+            close = F.logical_or(close, F.logical_and(F.isnan(a), F.isnan(b)))
+    return close
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    return bool(F.all(isclose(a, b, rtol, atol, equal_nan)))
+
+
+def equal(a, b) -> bool:
+    """True when a and b have the same shape and elements (PyTorch's torch.equal)."""
+    if tuple(a.shape) != tuple(b.shape):
+        return False
+    return bool(F.all(a == b))
+
+
+def diag(x, diagonal=0):
+    """1-D -> a square matrix with x on the given diagonal; 2-D -> that diagonal (a copy)."""
+    if x.ndim == 1:
+        k = diagonal
+        n = x.shape[0] + abs(k)
+        r = F.arange(n, device=x.device)
+        mask = F.eq(F.unsqueeze(r, 0) - F.unsqueeze(r, 1), k)      # [row, col]: col - row == k
+        vals = F.pad(x, (0, abs(k)))       # x[i] sits in row i (k >= 0) or column i (k < 0)
+        src = F.unsqueeze(vals, 1) if k >= 0 else F.unsqueeze(vals, 0)
+        return F.where(mask, src, F.zeros((), dtype=x.dtype, device=x.device))
+    if x.ndim == 2:
+        return F.clone(V.diagonal(x, diagonal))
+    raise RuntimeError(f"diag(): Supports 1D or 2D tensors. Got {x.ndim}D (shape "
+                       f"{tuple(x.shape)})")
+
+
+_TYPE_NAMES = {"float32": "FloatTensor", "float64": "DoubleTensor", "float16": "HalfTensor",
+               "bfloat16": "BFloat16Tensor", "int64": "LongTensor", "int32": "IntTensor",
+               "int16": "ShortTensor", "int8": "CharTensor", "uint8": "ByteTensor",
+               "bool": "BoolTensor"}
+
+
+def _type(self, dtype=None, non_blocking=False):
+    """PyTorch's Tensor.type(): the type name, or a converted tensor."""
+    if dtype is None:
+        return "torch." + _TYPE_NAMES.get(self.dtype.name, self.dtype.name)
+    if isinstance(dtype, str):
+        names = {"torch." + v: k for k, v in _TYPE_NAMES.items()}
+        if dtype not in names:
+            raise ValueError(f"type(): invalid type {dtype!r}")
+        dtype = D.from_any(names[dtype])
+    return F.to_dtype(self, dtype)
+
+
+Tensor.isclose = isclose
+Tensor.allclose = allclose
+Tensor.equal = equal
+Tensor.diag = diag
+Tensor.type = _type
