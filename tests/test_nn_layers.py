@@ -660,7 +660,10 @@ def test_transformer_encoder_stack():
     a, b = enc.layers[0].linear1.weight, enc.layers[1].linear1.weight
     assert a is not b and isinstance(b, nn.Parameter) and b.is_leaf and b.requires_grad
     assert a._node is b._node and a.is_pending
-    y = enc(fl.randn(4, 2, 8), is_causal=True)
+    with pytest.raises(RuntimeError, match="Need attn_mask"):   # as PyTorch
+        enc(fl.randn(4, 2, 8), is_causal=True)
+    mask = nn.Transformer.generate_square_subsequent_mask(4)
+    y = enc(fl.randn(4, 2, 8), mask=mask, is_causal=True)
     assert tuple(y.shape) == (4, 2, 8)
     assert "(0-2): 3 x TransformerEncoderLayer(" in repr(enc)
 
