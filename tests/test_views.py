@@ -423,3 +423,29 @@ def test_clipping_keeps_parameter_buffers_donated():
     fl.sync()
     # both parameters' buffers are reused in place on every step: no extra weight copies
     assert fl.metrics.counters()["donated_buffers"] - d0 >= 2 * 5
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_writes_to_optimizer_state_are_what_the_next_step_sees(name):
+    def run(m):
+        p = m.nn.Parameter(m.tensor([1.0, -2.0, 3.0]))
+        opt = m.optim.Adam([p], lr=0.1) if name == "adam" else \
+            m.optim.SGD([p], lr=0.1, momentum=0.9)
+        out = []
+        for k in range(4):
+            opt.zero_grad()
+            (p * p * m.tensor([1.0, 2.0, 3.0])).sum().backward()
+            w = p.grad
+            w[1] = 0.5                                   # gradient surgery through a view
+            opt.step()
+            st = opt.state[p]
+            if k == 1:
+                if name == "adam":
+                    st["exp_avg"].zero_()
+                    st["exp_avg_sq"][0:2].mul_(0.5)
+                else:
+                    st["momentum_buffer"][2] = 5.0
+            out.append(p.detach().clone())
+        return out
+    for a, b in zip(run(fl), run(torch)):
+        _same(a, b)

@@ -25,6 +25,8 @@ def _adagrad(learning_rate, lr_decay, weight_decay, eps, *, initial_accumulator_
 
 
 class Adagrad(Optimizer):
+    _param_state_names = {"sum_of_squares": "sum"}
+
     def __init__(self, params, lr=1e-2, lr_decay=0.0, weight_decay=0.0,
                  initial_accumulator_value=0.0, eps=1e-10, *, maximize=False):
         defaults = dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,

@@ -53,6 +53,8 @@ def check_adam_family(group, *extra_nonneg):
 
 
 class Adam(Optimizer):
+    _param_state_names = {"mu": "exp_avg", "nu": "exp_avg_sq"}
+
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
                  amsgrad=False, *, maximize=False, decoupled_weight_decay=False):
         defaults = dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay,

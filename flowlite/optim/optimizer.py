@@ -99,11 +99,13 @@ class Optimizer:
     # {param_index: {"step": ..., name: tensor}}, "param_groups": [...]} — which
     # torch.optim loads, and load_state_dict() reads PyTorch's state dicts.
     _torch_state_names: dict | None = None
+    # names of per-parameter state for `optimizer.state` when state_dict keeps flowlite's layout
+    _param_state_names: dict | None = None
 
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
         self.param_groups: list = []
-        self.state: dict = {}
+        self.state = torch_state.ParamState(self)   # per parameter, torch's names
         self._opt_state: list = []   # per group: list of state Tensors (optax leaves)
         self._treedefs: list = []
         self._update_memo: dict = {}   # group index -> record_into's memo for its update

@@ -27,6 +27,8 @@ def _rmsprop(learning_rate, alpha, eps, weight_decay, momentum, *, centered, use
 
 
 class RMSprop(Optimizer):
+    _param_state_names = {"nu": "square_avg", "trace": "momentum_buffer", "mu": "grad_avg"}
+
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0,
                  centered=False, *, maximize=False):
         defaults = dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,

@@ -25,6 +25,8 @@ def _sgd(learning_rate, momentum, dampening, weight_decay, *, use_momentum, nest
 
 
 class SGD(Optimizer):
+    _param_state_names = {"trace": "momentum_buffer"}
+
     def __init__(self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0,
                  nesterov=False, *, maximize=False):
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,

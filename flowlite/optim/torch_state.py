@@ -19,12 +19,12 @@ _GetAttr = jax.tree_util.GetAttrKey
 _Seq = jax.tree_util.SequenceKey
 
 
-def leaf_roles(opt, gi) -> list:
+def leaf_roles(opt, gi, names=None) -> list:
     """Per state leaf of group gi: "step", (param i, name), ("*", name) or None."""
     treedef = opt._treedefs[gi]
     probe = jax.tree_util.tree_unflatten(treedef, list(range(treedef.num_leaves)))
     roles = [None] * treedef.num_leaves
-    names = opt._torch_state_names
+    names = opt._torch_state_names if names is None else names
     for path, j in jax.tree_util.tree_flatten_with_path(probe)[0]:
         fields = [k.name for k in path if isinstance(k, _GetAttr)]
         if not fields or "hyperparams" in fields:
@@ -143,3 +143,63 @@ def _reset_group(opt, gi):
             rebind(t, ops.to_dtype(from_numpy(np.asarray(v)).to(t.device), t.dtype),
                    "load_state_dict")
     opt._group_steps[gi] = 0
+
+
+class ParamState(dict):
+    """`optimizer.state`, as torch.optim has it: per parameter, its state tensors by
+    PyTorch's names ("exp_avg", "momentum_buffer", ...; "step" is the group's count).  The
+    tensors are the optimizer's own, so an in-place write to one (`state[p]["exp_avg"]
+    .zero_()`) is what the next step() reads.  Rebuilt on every access (cheap, host-only); a
+    parameter that has no state yet maps to {} (torch's defaultdict)."""
+
+    def __init__(self, opt):
+        super().__init__()
+        self._opt = opt
+
+    def _fill(self):
+        opt = self._opt
+        names = opt._torch_state_names or opt._param_state_names
+        self.clear()
+        if not names:
+            return
+        for gi, g in enumerate(opt.param_groups):
+            if gi >= len(opt._opt_state) or opt._group_steps[gi] == 0:
+                continue
+            params, leaves = g["params"], opt._opt_state[gi]
+            for j, role in enumerate(leaf_roles(opt, gi, names)):
+                if role is None:
+                    continue
+                if role == "step" or role[0] == "*":
+                    name = "step" if role == "step" else role[1]
+                    for p in params:
+                        dict.setdefault(self, p, {}).setdefault(name, leaves[j])
+                else:
+                    dict.setdefault(self, params[role[0]], {})[role[1]] = leaves[j]
+
+    def __getitem__(self, p):
+        self._fill()
+        return dict.get(self, p, {})
+
+    def __contains__(self, p):
+        self._fill()
+        return dict.__contains__(self, p)
+
+    def __iter__(self):
+        self._fill()
+        return dict.__iter__(self)
+
+    def __len__(self):
+        self._fill()
+        return dict.__len__(self)
+
+    def keys(self):
+        self._fill()
+        return dict.keys(self)
+
+    def values(self):
+        self._fill()
+        return dict.values(self)
+
+    def items(self):
+        self._fill()
+        return dict.items(self)
