@@ -18,6 +18,7 @@ from .tensor import Tensor, Size, tensor, from_numpy, from_jax
 from . import ops as _ops
 from . import tensor_methods as _tensor_methods  # noqa: F401
 from .tensor_methods import isclose, allclose, equal, diag
+from .ops import take, index_fill, index_copy
 from .ops import (
     zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like, arange, linspace,
     eye, cat, concat, stack, where, einsum, matmul, bmm, mm, maximum, minimum, clamp, clip,

@@ -66,7 +66,7 @@ _PLAIN = [
     "repeat", "narrow", "flip", "split", "chunk", "unbind", "tril", "triu", "contiguous",
     "clone", "gather", "take_along_dim", "scatter", "scatter_add", "index_select", "index_add",
     "masked_fill", "matmul", "bmm", "mm", "dot", "outer", "softmax", "log_softmax", "atan2",
-    "index_put", "nonzero",
+    "index_put", "nonzero", "take", "index_fill", "index_copy",
     # ordering, scans, rearranging, more math
     "sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode", "unique",
     "cummax", "cummin", "logcumsumexp", "lerp", "roll", "repeat_interleave",
@@ -222,7 +222,7 @@ _INPLACE = [
     "add", "sub", "mul", "div", "pow", "clamp", "clip", "masked_fill", "neg", "abs", "relu",
     "floor", "ceil", "round", "trunc", "remainder", "fmod", "floor_divide", "scatter",
     "scatter_add", "index_add", "index_put", "maximum", "minimum", "reciprocal", "square",
-    "sign", "tril", "triu", "logical_not",
+    "sign", "tril", "triu", "logical_not", "index_fill", "index_copy",
     "lerp", "bitwise_left_shift", "bitwise_right_shift",
 ]
 for _name in _INPLACE + list(F.FLOAT_UNARY) + list(F.FLOAT_ALIASES):

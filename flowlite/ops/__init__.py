@@ -46,7 +46,7 @@ from .indexing import (  # noqa: F401
     _basic_key, getitem, getitem_plan, _split_int_indices, _index, _index_add, _index_set,
     index_put, _put, setitem, _check_index_tensor, gather, take_along_dim,
     _scatter_add_prim, _scatter_prim, _scatter_args, scatter, scatter_add, index_select,
-    index_add, masked_fill, one_hot)
+    index_add, take, index_fill, index_copy, masked_fill, one_hot)
 from .linalg import (  # noqa: F401
     matmul, bmm, mm, dot, outer, _explicit_einsum,
     _einsum_cache, einsum)

@@ -396,6 +396,53 @@ def index_add(x, dim, index, source, alpha=1):
     return out
 
 
+def take(x, index):
+    """x read as 1-D at `index` (negative indices count from the end), shaped like index."""
+    index = _check_index_tensor(index, "take")
+    flat = reshape(x, (-1,))
+    out = _index(flat, (("t",),), (index,))
+    index_in_range(index, flat._node.shape[0], "take", negative=True, shape=x._node.shape,
+                   out=out)
+    return out
+
+
+def _dim_spec(x, dim, index, op):
+    index = _check_index_tensor(index, op)
+    if index.ndim > 1:
+        raise ValueError(f"{op}: index must be 1-D or 0-D (got shape {tuple(index.shape)})")
+    d = _norm_dim(dim, x.ndim, op)
+    return d, reshape(index, (-1,)), tuple(("s", 0, s, 1) for s in x._node.shape[:d]) + \
+        (("t",),)
+
+
+def index_fill(x, dim, index, value):
+    """x with the slices at `index` along dim set to value (a number or a 0-d tensor)."""
+    d, flat, spec = _dim_spec(x, dim, index, "index_fill")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise ValueError(f"index_fill: only supports a 0-dimensional value tensor, got "
+                             f"shape {tuple(value.shape)}")
+        v = to_dtype(value, x.dtype)
+    else:
+        v = as_tensor(value, dtype=x.dtype)
+    out = _index_set(x, spec, (flat,), v)
+    index_in_range(flat, x._node.shape[d], "index_fill", negative=True, dim=d,
+                   shape=x._node.shape, out=out)
+    return out
+
+
+def index_copy(x, dim, index, source):
+    """x with the slices at `index` along dim replaced by source's (index_copy)."""
+    d, flat, spec = _dim_spec(x, dim, index, "index_copy")
+    want = x._node.shape[:d] + (flat._node.shape[0],) + x._node.shape[d + 1:]
+    if tuple(source.shape) != want:
+        raise ValueError(f"index_copy: source shape {tuple(source.shape)} must be {want} "
+                         f"(self {tuple(x.shape)}, dim {d}, {flat._node.shape[0]} indices)")
+    out = _index_set(x, spec, (flat,), to_dtype(source, x.dtype))
+    index_in_range(flat, x._node.shape[d], "index_copy", dim=d, shape=x._node.shape, out=out)
+    return out
+
+
 def masked_fill(x, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
         got = f"{mask.dtype} tensor of shape {tuple(mask.shape)}" if isinstance(mask, Tensor) \
