@@ -28,7 +28,8 @@ __all__ = [
     "hardsigmoid", "hardswish", "logsigmoid", "softsign", "tanhshrink", "glu", "sigmoid", "tanh",
     "softmax", "log_softmax", "softmin", "cross_entropy", "nll_loss", "mse_loss", "l1_loss",
     "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "kl_div", "cosine_similarity", "pairwise_distance", "unfold",
+    "kl_div", "cosine_similarity", "pairwise_distance", "unfold", "pixel_shuffle",
+    "pixel_unshuffle", "prelu",
 ]
 
 _NEG_INF = float("-inf")
@@ -620,15 +621,42 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalise each (sample, channel) over its spatial dims.  With `use_input_stats` and
+    running buffers, the buffers move towards the batch average of the per-instance mean and
+    unbiased variance (PyTorch's rule), in-graph like batch_norm's update."""
+    _check_float(input, "instance_norm")
     if not use_input_stats:
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     shp = input.shape
+    if len(shp) < 3:
+        raise ValueError(f"instance_norm: expected an input (N, C, *) with at least one "
+                         f"spatial dim, got shape {tuple(shp)}")
+    c = shp[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ValueError(f"instance_norm: {name} of shape {tuple(t.shape)} doesn't match "
+                             f"the {c} channels of input {tuple(shp)}")
+    n = math.prod(shp[2:])
+    if n == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input "
+                         f"size {tuple(shp)}")
     axes = tuple(range(2, len(shp)))
     mean = F.mean(input, axes, keepdim=True)
     d = input - mean
     var = F.mean(d * d, axes, keepdim=True)
+    if running_mean is not None or running_var is not None:
+        with no_grad():
+            if running_mean is not None:
+                m = F.mean(F.reshape(mean, (shp[0], c)), 0)
+                rebind(running_mean, running_mean * (1.0 - momentum) + m * momentum,
+                       "instance_norm running_mean")
+            if running_var is not None:   # unbiased per instance, then averaged over N
+                v = F.mean(F.reshape(var, (shp[0], c)), 0)
+                rebind(running_var, running_var * (1.0 - momentum) +
+                       v * (momentum * (n / (n - 1))), "instance_norm running_var")
     y = d * F.rsqrt(var + eps)
-    bshape = (1, shp[1]) + (1,) * (len(shp) - 2)
+    bshape = (1, c) + (1,) * (len(shp) - 2)
     if weight is not None:
         y = y * F.reshape(weight, bshape)
     if bias is not None:
@@ -790,6 +818,12 @@ def pad(input, pad, mode="constant", value=None):
                          f"number of dims ({input.ndim})")
     if builtins.any(p < 0 for p in pad):
         raise ValueError(f"pad: negative padding is only supported in 'constant' mode")
+    k = len(pad) // 2
+    if mode in ("reflect", "replicate", "circular") and (
+            k not in (1, 2, 3) or input.ndim not in (k + 1, k + 2)):
+        # PyTorch pads 1-3 trailing dims in these modes, of an unbatched or batched input
+        raise ValueError(f"pad: {mode} padding of {k} dims (pad={tuple(pad)}) expects a "
+                         f"{k + 1}D or {k + 2}D input, got shape {tuple(input.shape)}")
     y = input
     for i in range(len(pad) // 2):
         lo, hi = pad[2 * i], pad[2 * i + 1]
@@ -801,6 +835,41 @@ def pad(input, pad, mode="constant", value=None):
                      D.canonical(D.int32), input.device)
         y = F.index_select(y, dim, idx)
     return y
+
+
+# ---- pixel shuffle -----------------------------------------------------------------------------
+def _check_factor(r, op):
+    if not isinstance(r, numbers.Integral) or isinstance(r, bool) or r <= 0:
+        raise ValueError(f"{op}: the factor must be a positive integer, got {r!r}")
+    return builtins.int(r)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """(*, C·r², H, W) -> (*, C, H·r, W·r): channel blocks become r×r spatial tiles."""
+    r = _check_factor(upscale_factor, "pixel_shuffle")
+    shp = tuple(input.shape)
+    if len(shp) < 3 or shp[-3] % (r * r):
+        raise ValueError(f"pixel_shuffle: expected an input (*, C, H, W) with C divisible by "
+                         f"upscale_factor**2 = {r * r}, got shape {shp}")
+    *b, c, h, w = shp
+    nb = len(b)
+    y = F.reshape(input, (*b, c // (r * r), r, r, h, w))
+    y = F.permute(y, (*range(nb), nb, nb + 3, nb + 1, nb + 4, nb + 2))
+    return F.reshape(y, (*b, c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """(*, C, H·r, W·r) -> (*, C·r², H, W): the inverse of pixel_shuffle."""
+    r = _check_factor(downscale_factor, "pixel_unshuffle")
+    shp = tuple(input.shape)
+    if len(shp) < 3 or shp[-2] % r or shp[-1] % r:
+        raise ValueError(f"pixel_unshuffle: expected an input (*, C, H, W) with H and W "
+                         f"divisible by downscale_factor = {r}, got shape {shp}")
+    *b, c, h, w = shp
+    nb = len(b)
+    y = F.reshape(input, (*b, c, h // r, r, w // r, r))
+    y = F.permute(y, (*range(nb), nb, nb + 2, nb + 4, nb + 1, nb + 3))
+    return F.reshape(y, (*b, c * r * r, h // r, w // r))
 
 
 # ---- interpolation -----------------------------------------------------------------------------
@@ -1141,6 +1210,23 @@ def relu6(input, inplace=False):
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     out = F.where(input > 0, input, input * negative_slope)
     return _maybe_inplace(input, out, inplace, "leaky_relu_")
+
+
+def prelu(input, weight):
+    """max(0, x) + weight · min(0, x); a weight of C entries applies per channel (dim 1)."""
+    if weight.ndim > 1:
+        raise ValueError(f"prelu: expected weight to be a scalar or 1D tensor, got shape "
+                         f"{tuple(weight.shape)}")
+    k = math.prod(weight.shape)
+    if k != 1:
+        c = input.shape[1] if input.ndim > 1 else 1
+        if input.ndim == 0 or c != k:
+            raise ValueError(f"prelu: weight of {k} parameters doesn't match the channel size "
+                             f"{c} of input of shape {tuple(input.shape)}")
+        w = F.reshape(weight, (k,) + (1,) * (input.ndim - 2))
+    else:
+        w = F.reshape(weight, ())
+    return F.where(input > 0, input, input * w)
 
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from .. import functional as Fn
+from .. import init as _init
 from ..module import Module
+from ._util import new_param
 
 
 class _Inplace(Module):
@@ -186,3 +188,24 @@ class LogSoftmax(_SoftmaxBase):
 
 class Softmin(_SoftmaxBase):
     _fn = staticmethod(Fn.softmin)
+
+
+class PReLU(Module):
+    """max(0, x) + a · min(0, x) with a learnt slope `a` (one, or one per channel at dim 1),
+    initialised to `init`."""
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = new_param((num_parameters,), dtype, device)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        _init.constant_(self.weight, self.init)
+
+    def forward(self, input):
+        return Fn.prelu(input, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"num_parameters={self.num_parameters}"

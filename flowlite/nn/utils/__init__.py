@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 
-from ..extend import Tensor, no_grad, ops as F
+from ...extend import Tensor, no_grad, ops as F
+from . import rnn
 
 
 def _tensors(parameters):
