@@ -42,13 +42,14 @@ TORCH_MODULES = {
     "torch.nn.functional": ".nn.functional",
     "torch.nn.init": ".nn.init",
     "torch.nn.utils": ".nn.utils",
+    "torch.nn.utils.rnn": ".nn.utils.rnn",
     "torch.nn.parallel": ".nn.parallel",
     "torch.nn.parameter": ".nn",               # Parameter lives in torch.nn.parameter
     # torch.nn.modules.<file>.<Class>: the classes, found by name in flowlite.nn
     **{f"torch.nn.modules{sub}": ".nn" for sub in (
         "", ".module", ".activation", ".container", ".conv", ".linear", ".loss",
         ".normalization", ".batchnorm", ".pooling", ".dropout", ".sparse", ".rnn",
-        ".transformer", ".flatten")},
+        ".transformer", ".flatten", ".instancenorm", ".padding", ".pixelshuffle")},
     "torch.optim": ".optim",
     "torch.optim.lr_scheduler": ".optim.lr_scheduler",
     "torch.optim.optimizer": ".optim",
