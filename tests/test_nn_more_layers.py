@@ -252,3 +252,36 @@ def test_training_step_is_one_executable_without_recompiles():
     assert executions() == e0 + 3, "one executable per training step"
     for a, b in zip(means, means[1:]):
         assert not np.allclose(a, b)            # running stats move on every step
+
+
+@pytest.mark.parametrize("dtype,tol", [("float32", 1e-5), ("bfloat16", 3e-2)])
+def test_low_precision_floats_match_pytorch(dtype, tol):
+    """float32 and bfloat16 forward and input gradients, in the input's dtype as PyTorch."""
+    x = R.standard_normal((2, 3, 4, 6)).astype(np.float32)
+    ct = R.standard_normal((2, 3, 8, 10)).astype(np.float32)
+    tdt = getattr(torch, dtype)
+    fmods = [nn.InstanceNorm2d(3, affine=True), nn.PReLU(3), nn.ReflectionPad2d(2),
+             nn.PixelShuffle(1)]
+    tmods = [torch.nn.InstanceNorm2d(3, affine=True), torch.nn.PReLU(3),
+             torch.nn.ReflectionPad2d(2), torch.nn.PixelShuffle(1)]
+    with torch.no_grad():
+        tmods[0].weight.copy_(torch.tensor(R.uniform(0.5, 1.5, 3)))
+        tmods[1].weight.copy_(torch.tensor(R.uniform(0.1, 0.5, 3)))
+    for fm, tm in zip(fmods, tmods):
+        tm.to(tdt)
+        fm.load_state_dict({k: v.float().numpy() for k, v in tm.state_dict().items()})
+        fm.to(dtype=getattr(fl, dtype))
+    fx = fl.from_numpy(x).to(getattr(fl, dtype)).requires_grad_(True)
+    tx = torch.tensor(x).to(tdt).requires_grad_(True)
+    fo, to = fx, tx
+    for fm, tm in zip(fmods, tmods):
+        fo, to = fm(fo), tm(to)
+    (fo * fl.from_numpy(ct).to(fo.dtype)).sum().backward()
+    (to * torch.tensor(ct).to(tdt)).sum().backward()
+    assert fo.dtype.name == dtype and fx.grad.dtype.name == dtype
+    scale = float(to.detach().float().abs().max())
+    np.testing.assert_allclose(fo.float().numpy(), to.detach().float().numpy(), rtol=tol,
+                               atol=tol * scale)
+    gscale = float(tx.grad.float().abs().max())
+    np.testing.assert_allclose(fx.grad.float().numpy(), tx.grad.float().numpy(), rtol=tol,
+                               atol=tol * gscale)
