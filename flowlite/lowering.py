@@ -57,6 +57,8 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
                      None if n.op.multi else n.dtype.np) for n in order)
     n_slots = len(slot)
     n_leaves = len(leaf_slots)
+    picked = {slot[id(n)] for n in order if n.op.name == "tuple_get"}
+    program, early, conds = _guard_early(program, out_slots, check_slots, guards, picked)
 
     def run_program(*flat_args):
         env = [None] * n_slots
@@ -66,10 +68,20 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             packs = flat_args[n_leaves]
             for s, p, k in scalar_map:
                 env[s] = packs[p][k]
+        ok = None
         for lower, attrs, ins, out, dt in program:
-            v = lower(attrs, *[env[i] for i in ins])
+            if lower is None:        # every check is computed: the guard can be formed
+                ok = jnp.all(jnp.stack([env[s] for s in check_slots])[:, 0] == 0)
+                continue
+            if out in conds:
+                v = _cond_update(ok, lower, attrs, [env[i] for i in ins],
+                                 {j: env[ls] for j, ls in conds[out].items()})
+            else:
+                v = lower(attrs, *[env[i] for i in ins])
             if dt is not None and v.dtype != dt:
                 v = v.astype(dt)
+            if out in early and early[out] is not None:
+                v = jnp.where(ok, v, env[early[out]])
             env[out] = v
         outs = [env[s] for s in out_slots]
         if check_slots:
@@ -77,7 +89,8 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             if guards:
                 ok = jnp.all(flags[:, 0] == 0)
                 for pos, ls in guards:
-                    outs[pos] = jnp.where(ok, outs[pos], env[ls])
+                    if out_slots[pos] not in early:
+                        outs[pos] = jnp.where(ok, outs[pos], env[ls])
             outs.append(flags)
         return tuple(outs)
 
@@ -89,6 +102,68 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
         jitted = jax.jit(run_program, donate_argnums=donate,
                          out_shardings=SingleDeviceSharding(device.jax_device))
     return jitted.lower(*args)
+
+
+def _guard_early(program, out_slots, check_slots, guards, picked):
+    """Where the guard can sit at the new value's definition: (program, {slot: leaf slot}).
+
+    Guarding an output only at the end makes its guarded and unguarded values two different
+    arrays whenever later work reads the new value (Adam's parameter update reads the new
+    moments), so XLA keeps both and copies every donated buffer rather than update in
+    place. A guarded output's new value whose every reader leads only to other guarded
+    outputs (never to an unguarded output, never to a check's flag) may instead be
+    guarded where it is computed: when all checks pass nothing changes, and when one fails
+    every output that read it is itself put back to its old value. The program is then
+    reordered so that the checks (and what they read) come first, then a marker (lower
+    None) where the guard is formed, then the rest, still in topological order."""
+    if not check_slots or not guards:
+        return program, {}, {}
+    consumers = {}
+    for k, (_, _, ins, out, _) in enumerate(program):
+        for i in ins:
+            consumers.setdefault(i, []).append(out)
+    guarded = {out_slots[pos]: ls for pos, ls in guards}
+    sinks = set(check_slots)
+    sinks.update(s for s in out_slots if s not in guarded)
+    sinks.update(out_slots[pos] for pos in range(len(out_slots))
+                 if out_slots.count(out_slots[pos]) > 1)
+    unsafe = set()
+    for _, _, _, out, _ in reversed(program):
+        if out in sinks or any(c in unsafe for c in consumers.get(out, ())):
+            unsafe.add(out)
+    early = {s: ls for s, ls in guarded.items() if s not in unsafe
+             and any(p[3] == s for p in program)}
+    # a multi-output node (an optimizer's update: new parameters and state) whose every
+    # reader is an output guarded early: run it under cond(ok, update, old values)
+    conds = {}
+    for _, attrs, ins, out, dt in program:
+        if dt is None and out not in unsafe:
+            picks = [p for p in program if out in p[2]]
+            if picks and all(p[3] in picked and p[3] in early for p in picks):
+                conds[out] = {p[1][0]: early[p[3]] for p in picks}
+                for p in picks:
+                    early[p[3]] = None     # already old-or-new: no select of its own
+    if not early:
+        return program, {}, {}
+    need = set(check_slots)      # the checks' ancestors: computed before the guard
+    for _, _, ins, out, _ in reversed(program):
+        if out in need:
+            need.update(ins)
+    first = [p for p in program if p[3] in need]
+    rest = [p for p in program if p[3] not in need]
+    return tuple(first) + ((None, None, (), None, None),) + tuple(rest), early, conds
+
+
+def _cond_update(ok, lower, attrs, ins, olds):
+    """The node's outputs when every check passed, else the old values of the outputs that
+    replace a leaf (the others, unread, are zeros): the taken branch alone runs, and it is
+    the unguarded update, which XLA fuses and updates in place as without checks."""
+    shapes = jax.eval_shape(lambda *a: lower(attrs, *a), *ins)
+
+    def old(_):
+        return tuple(olds[j] if j in olds else jnp.zeros(sd.shape, sd.dtype)
+                     for j, sd in enumerate(shapes))
+    return jax.lax.cond(ok, lambda a: tuple(lower(attrs, *a)), old, ins)
 
 
 def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
