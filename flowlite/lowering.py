@@ -44,7 +44,8 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     With `check_slots` the program returns one more output, the check nodes' flags stacked
     into one (n, 2) array, and each output position in `guards` (position, leaf slot) is
     where(all checks ok, new, old leaf): a failed check leaves that leaf's value intact even
-    when its buffer was donated."""
+    when its buffer was donated (a multi-output update that only such outputs read runs
+    under cond(ok, ...) instead, see `_guard_early`)."""
 
     leaf_slots = tuple(slot[id(n)] for n in leaves)
     dtypes = sorted({s.dtype for s in scalars}, key=lambda d: d.name)
@@ -58,7 +59,7 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     n_slots = len(slot)
     n_leaves = len(leaf_slots)
     picked = {slot[id(n)] for n in order if n.op.name == "tuple_get"}
-    program, early, conds = _guard_early(program, out_slots, check_slots, guards, picked)
+    program, covered, conds = _guard_early(program, out_slots, check_slots, guards, picked)
 
     def run_program(*flat_args):
         env = [None] * n_slots
@@ -80,8 +81,6 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
                 v = lower(attrs, *[env[i] for i in ins])
             if dt is not None and v.dtype != dt:
                 v = v.astype(dt)
-            if out in early and early[out] is not None:
-                v = jnp.where(ok, v, env[early[out]])
             env[out] = v
         outs = [env[s] for s in out_slots]
         if check_slots:
@@ -89,7 +88,7 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             if guards:
                 ok = jnp.all(flags[:, 0] == 0)
                 for pos, ls in guards:
-                    if out_slots[pos] not in early:
+                    if out_slots[pos] not in covered:
                         outs[pos] = jnp.where(ok, outs[pos], env[ls])
             outs.append(flags)
         return tuple(outs)
@@ -105,53 +104,48 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
 
 
 def _guard_early(program, out_slots, check_slots, guards, picked):
-    """Where the guard can sit at the new value's definition: (program, {slot: leaf slot}).
+    """The multi-output nodes to run under cond(all checks ok, node, old values):
+    (program, {output slot it covers}, {node slot: {output index: leaf slot}}).
 
-    Guarding an output only at the end makes its guarded and unguarded values two different
-    arrays whenever later work reads the new value (Adam's parameter update reads the new
-    moments), so XLA keeps both and copies every donated buffer rather than update in
-    place. A guarded output's new value whose every reader leads only to other guarded
-    outputs (never to an unguarded output, never to a check's flag) may instead be
-    guarded where it is computed: when all checks pass nothing changes, and when one fails
-    every output that read it is itself put back to its old value. The program is then
-    reordered so that the checks (and what they read) come first, then a marker (lower
-    None) where the guard is formed, then the rest, still in topological order."""
+    A where() on each guarded output (an optimizer update's new parameters and state) makes
+    them differ from the values the update itself reads (the new parameters read the new
+    moments), so XLA computes both and copies every donated buffer instead of updating in
+    place. A multi-output node whose every reader (`picked`: its tuple_get slots) is a
+    guarded output that nothing else reads (no unguarded output, no check) can instead run
+    under cond: when the checks pass it is the unchecked update, when one fails those
+    outputs are the old values, as the where() made them. The program is reordered so
+    that the checks (and what they read) come first, then a marker (lower None) where the
+    predicate is formed, then the rest, still in topological order."""
     if not check_slots or not guards:
-        return program, {}, {}
+        return program, set(), {}
     consumers = {}
-    for k, (_, _, ins, out, _) in enumerate(program):
+    for _, _, ins, out, _ in program:
         for i in ins:
             consumers.setdefault(i, []).append(out)
     guarded = {out_slots[pos]: ls for pos, ls in guards}
     sinks = set(check_slots)
-    sinks.update(s for s in out_slots if s not in guarded)
-    sinks.update(out_slots[pos] for pos in range(len(out_slots))
-                 if out_slots.count(out_slots[pos]) > 1)
-    unsafe = set()
+    sinks.update(s for s in out_slots if s not in guarded or out_slots.count(s) > 1)
+    unsafe = set()               # values that reach a check or an unguarded output
     for _, _, _, out, _ in reversed(program):
         if out in sinks or any(c in unsafe for c in consumers.get(out, ())):
             unsafe.add(out)
-    early = {s: ls for s, ls in guarded.items() if s not in unsafe
-             and any(p[3] == s for p in program)}
-    # a multi-output node (an optimizer's update: new parameters and state) whose every
-    # reader is an output guarded early: run it under cond(ok, update, old values)
-    conds = {}
-    for _, attrs, ins, out, dt in program:
+    covered, conds = set(), {}
+    for _, _, _, out, dt in program:
         if dt is None and out not in unsafe:
             picks = [p for p in program if out in p[2]]
-            if picks and all(p[3] in picked and p[3] in early for p in picks):
-                conds[out] = {p[1][0]: early[p[3]] for p in picks}
-                for p in picks:
-                    early[p[3]] = None     # already old-or-new: no select of its own
-    if not early:
-        return program, {}, {}
-    need = set(check_slots)      # the checks' ancestors: computed before the guard
+            if picks and all(p[3] in picked and p[3] in guarded and p[3] not in unsafe
+                             and not consumers.get(p[3]) for p in picks):
+                conds[out] = {p[1][0]: guarded[p[3]] for p in picks}
+                covered.update(p[3] for p in picks)
+    if not conds:
+        return program, set(), {}
+    need = set(check_slots)      # the checks' ancestors: computed before the predicate
     for _, _, ins, out, _ in reversed(program):
         if out in need:
             need.update(ins)
     first = [p for p in program if p[3] in need]
     rest = [p for p in program if p[3] not in need]
-    return tuple(first) + ((None, None, (), None, None),) + tuple(rest), early, conds
+    return tuple(first) + ((None, None, (), None, None),) + tuple(rest), covered, conds
 
 
 def _cond_update(ok, lower, attrs, ins, olds):
