@@ -153,6 +153,10 @@ def _cond_update(ok, lower, attrs, ins, olds):
     replace a leaf (the others, unread, are zeros): the taken branch alone runs, and it is
     the unguarded update, which XLA fuses and updates in place as without checks."""
     shapes = jax.eval_shape(lambda *a: lower(attrs, *a), *ins)
+    if any((olds[j].shape, olds[j].dtype) != (shapes[j].shape, shapes[j].dtype) for j in olds):
+        # cond needs both branches alike: guard each output as the final guard would
+        new = lower(attrs, *ins)
+        return tuple(jnp.where(ok, v, olds[j]) if j in olds else v for j, v in enumerate(new))
 
     def old(_):
         return tuple(olds[j] if j in olds else jnp.zeros(sd.shape, sd.dtype)

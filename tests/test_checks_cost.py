@@ -73,3 +73,19 @@ def test_failed_step_gives_back_params_and_state(name):
     assert _step(m2, opt2, GOOD).item() == after
     for a, b in zip(_snapshot(m, opt), _snapshot(m2, opt2)):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("old_dtype", ["float32", "float16"])
+@pytest.mark.parametrize("ok", [True, False])
+def test_cond_update_is_where_on_the_replaced_outputs(ok, old_dtype):
+    # the guard of one multi-output node: cond when old values match the outputs, else a
+    # where per output (a cond's branches must agree) — the same values either way
+    import jax.numpy as jnp
+    from flowlite.lowering import _cond_update
+    x = jnp.arange(4.0, dtype=jnp.float32)
+    old = jnp.full((4,), -1.0, old_dtype)
+    outs = _cond_update(jnp.asarray(ok), lambda a, v: (v * 2, v + 1), None, [x], {0: old})
+    np.testing.assert_array_equal(np.asarray(outs[0]), np.asarray(x * 2 if ok else old))
+    if ok:                  # output 1 replaces no leaf: no reader, its failed value is moot
+        np.testing.assert_array_equal(np.asarray(outs[1]), np.asarray(x + 1))
+    assert outs[1].shape == (4,) and outs[1].dtype == jnp.float32
