@@ -255,8 +255,7 @@ class _Structure:
     """What a cached graph structure fixes for every run of it: which leaves may be
     donated (an output of the same shape/dtype can reuse the buffer) and how many of the
     graph's input tuples hold each — so a cache hit checks donations without a re-count."""
-    __slots__ = ("candidates", "out_sigs", "exes", "partners", "last_pack", "checked",
-                 "root_pos")
+    __slots__ = ("candidates", "out_sigs", "exes", "partners", "last_pack", "checked")
 
     def __init__(self, order, leaves, roots, base, checked=False):
         avail = {}
@@ -272,10 +271,6 @@ class _Structure:
                     uses[j] += 1
         self.partners = [_replaced_leaf(r, pos) for r in roots]
         self.checked = checked
-        # where the outputs sit in the walk's order (fixed by the key, which holds the
-        # roots' slots): a deferred check's rollback record copies the order without them
-        ids = {id(r) for r in roots}
-        self.root_pos = tuple(k for k, n in enumerate(order) if id(n) in ids)
         # a graph with checks may fail after it ran: then only the outputs that replace a
         # leaf in place (computed as where(ok, new, old)) give a donated buffer back, so
         # only those leaves are donated
@@ -397,7 +392,7 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
         if defer:
             local = rt.local
             local.unverified = _Unverified(outs[-1], infos, checks, order, roots, exe.guarded,
-                                           local.undo, st.root_pos)
+                                           local.undo)
         else:
             failed = _verify_run(outs[-1], infos, checks, order)
     for r, v, sig in zip(roots, outs, st.out_sigs):
@@ -451,21 +446,13 @@ class _Unverified:
     __slots__ = ("flags", "infos", "checks", "order", "in_order", "roots", "inputs", "guarded",
                  "undo", "rng")
 
-    def __init__(self, flags, infos, checks, order, roots, guarded, undo, root_pos=None):
+    def __init__(self, flags, infos, checks, order, roots, guarded, undo):
         self.flags, self.infos, self.checks = flags, infos, checks
         # outputs only weakly: they are the next step's inputs, whose donation counts
         # references
         ids = {id(r) for r in roots}
-        if root_pos is not None and all(id(order[k]) in ids for k in root_pos):
-            # the structure's cached positions (a list copy, not a walk of every node)
-            self.order = kept = list(order)
-            self.in_order = []
-            for k in root_pos:
-                self.in_order.append(weakref.ref(kept[k]))
-                kept[k] = None
-        else:
-            self.order = [None if id(n) in ids else n for n in order]
-            self.in_order = [weakref.ref(n) for n in order if id(n) in ids]
+        self.order = [None if id(n) in ids else n for n in order]
+        self.in_order = [weakref.ref(n) for n in order if id(n) in ids]
         self.roots = [weakref.ref(r) for r in roots]
         self.guarded = guarded
         self.inputs = {id(r): r.inputs for r in roots}

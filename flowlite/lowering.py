@@ -44,8 +44,7 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     With `check_slots` the program returns one more output, the check nodes' flags stacked
     into one (n, 2) array, and each output position in `guards` (position, leaf slot) is
     where(all checks ok, new, old leaf): a failed check leaves that leaf's value intact even
-    when its buffer was donated (a multi-output update that only such outputs read runs
-    under cond(ok, ...) instead, see `_guard_early`)."""
+    when its buffer was donated."""
 
     leaf_slots = tuple(slot[id(n)] for n in leaves)
     dtypes = sorted({s.dtype for s in scalars}, key=lambda d: d.name)
@@ -58,8 +57,6 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
                      None if n.op.multi else n.dtype.np) for n in order)
     n_slots = len(slot)
     n_leaves = len(leaf_slots)
-    picked = {slot[id(n)] for n in order if n.op.name == "tuple_get"}
-    program, covered, conds = _guard_early(program, out_slots, check_slots, guards, picked)
 
     def run_program(*flat_args):
         env = [None] * n_slots
@@ -69,16 +66,8 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             packs = flat_args[n_leaves]
             for s, p, k in scalar_map:
                 env[s] = packs[p][k]
-        ok = None
         for lower, attrs, ins, out, dt in program:
-            if lower is None:        # every check is computed: the guard can be formed
-                ok = jnp.all(jnp.stack([env[s] for s in check_slots])[:, 0] == 0)
-                continue
-            if out in conds:
-                v = _cond_update(ok, lower, attrs, [env[i] for i in ins],
-                                 {j: env[ls] for j, ls in conds[out].items()})
-            else:
-                v = lower(attrs, *[env[i] for i in ins])
+            v = lower(attrs, *[env[i] for i in ins])
             if dt is not None and v.dtype != dt:
                 v = v.astype(dt)
             env[out] = v
@@ -88,8 +77,7 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             if guards:
                 ok = jnp.all(flags[:, 0] == 0)
                 for pos, ls in guards:
-                    if out_slots[pos] not in covered:
-                        outs[pos] = jnp.where(ok, outs[pos], env[ls])
+                    outs[pos] = jnp.where(ok, outs[pos], env[ls])
             outs.append(flags)
         return tuple(outs)
 
@@ -101,67 +89,6 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
         jitted = jax.jit(run_program, donate_argnums=donate,
                          out_shardings=SingleDeviceSharding(device.jax_device))
     return jitted.lower(*args)
-
-
-def _guard_early(program, out_slots, check_slots, guards, picked):
-    """The multi-output nodes to run under cond(all checks ok, node, old values):
-    (program, {output slot it covers}, {node slot: {output index: leaf slot}}).
-
-    A where() on each guarded output (an optimizer update's new parameters and state) makes
-    them differ from the values the update itself reads (the new parameters read the new
-    moments), so XLA computes both and copies every donated buffer instead of updating in
-    place. A multi-output node whose every reader (`picked`: its tuple_get slots) is a
-    guarded output that nothing else reads (no unguarded output, no check) can instead run
-    under cond: when the checks pass it is the unchecked update, when one fails those
-    outputs are the old values, as the where() made them. The program is reordered so
-    that the checks (and what they read) come first, then a marker (lower None) where the
-    predicate is formed, then the rest, still in topological order."""
-    if not check_slots or not guards:
-        return program, set(), {}
-    consumers = {}
-    for _, _, ins, out, _ in program:
-        for i in ins:
-            consumers.setdefault(i, []).append(out)
-    guarded = {out_slots[pos]: ls for pos, ls in guards}
-    sinks = set(check_slots)
-    sinks.update(s for s in out_slots if s not in guarded or out_slots.count(s) > 1)
-    unsafe = set()               # values that reach a check or an unguarded output
-    for _, _, _, out, _ in reversed(program):
-        if out in sinks or any(c in unsafe for c in consumers.get(out, ())):
-            unsafe.add(out)
-    covered, conds = set(), {}
-    for _, _, _, out, dt in program:
-        if dt is None and out not in unsafe:
-            picks = [p for p in program if out in p[2]]
-            if picks and all(p[3] in picked and p[3] in guarded and p[3] not in unsafe
-                             and not consumers.get(p[3]) for p in picks):
-                conds[out] = {p[1][0]: guarded[p[3]] for p in picks}
-                covered.update(p[3] for p in picks)
-    if not conds:
-        return program, set(), {}
-    need = set(check_slots)      # the checks' ancestors: computed before the predicate
-    for _, _, ins, out, _ in reversed(program):
-        if out in need:
-            need.update(ins)
-    first = [p for p in program if p[3] in need]
-    rest = [p for p in program if p[3] not in need]
-    return tuple(first) + ((None, None, (), None, None),) + tuple(rest), covered, conds
-
-
-def _cond_update(ok, lower, attrs, ins, olds):
-    """The node's outputs when every check passed, else the old values of the outputs that
-    replace a leaf (the others, unread, are zeros): the taken branch alone runs, and it is
-    the unguarded update, which XLA fuses and updates in place as without checks."""
-    shapes = jax.eval_shape(lambda *a: lower(attrs, *a), *ins)
-    if any((olds[j].shape, olds[j].dtype) != (shapes[j].shape, shapes[j].dtype) for j in olds):
-        # cond needs both branches alike: guard each output as the final guard would
-        new = lower(attrs, *ins)
-        return tuple(jnp.where(ok, v, olds[j]) if j in olds else v for j, v in enumerate(new))
-
-    def old(_):
-        return tuple(olds[j] if j in olds else jnp.zeros(sd.shape, sd.dtype)
-                     for j, sd in enumerate(shapes))
-    return jax.lax.cond(ok, lambda a: tuple(lower(attrs, *a)), old, ins)
 
 
 def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
