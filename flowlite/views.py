@@ -21,6 +21,7 @@ from . import ir, layout as L
 from . import ops as F
 from .runtime import rt
 from .tape import AccumulateGrad, _state
+from .ops.shape import transpose_family
 from .tensor import Tensor, _norm_dim
 
 _ref = weakref.ref
@@ -193,33 +194,8 @@ def permute(x, *dims):
     return _mark(out, x, "perm", (tuple(_norm_dim(d, nd, "permute") for d in dims),))
 
 
-def transpose(x, dim0, dim1):
-    nd = len(x._node.shape)
-    if nd == 0:
-        return x
-    a, b = _norm_dim(dim0, nd, "transpose"), _norm_dim(dim1, nd, "transpose")
-    p = list(range(nd))
-    p[a], p[b] = p[b], p[a]
-    return permute(x, tuple(p))
-
-
+transpose, t, mT, T = transpose_family(permute)
 swapaxes = swapdims = transpose
-
-
-def t(x):
-    if x.ndim > 2:
-        raise ValueError(f"t() expects a tensor with <= 2 dimensions, but got {x.ndim}")
-    return transpose(x, 0, 1) if x.ndim == 2 else x
-
-
-def mT(x):
-    if x.ndim < 2:
-        raise ValueError(f"mT: tensor of shape {tuple(x.shape)} has fewer than 2 dimensions")
-    return transpose(x, -2, -1)
-
-
-def T(x):
-    return permute(x, tuple(reversed(range(x.ndim))))
 
 
 def movedim(x, source, destination):

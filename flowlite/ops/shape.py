@@ -147,30 +147,36 @@ def _permute_slow(x, dims):
     return apply(P.transpose, (x,), (dims,), tuple(shp[d] for d in dims), x._node.dtype)
 
 
-def transpose(x, dim0, dim1):
-    nd = len(x._node.shape)
-    if nd == 0:
-        return x
-    a, b = _norm_dim(dim0, nd, "transpose"), _norm_dim(dim1, nd, "transpose")
-    p = list(range(nd))
-    p[a], p[b] = p[b], p[a]
-    return permute(x, tuple(p))
+def transpose_family(permute):
+    """transpose, t, mT and T built on a given `permute` (the raw one here; flowlite.views
+    passes its view-recording one), so both share one set of rules and errors."""
+    def transpose(x, dim0, dim1):
+        nd = len(x._node.shape)
+        if nd == 0:
+            return x
+        a, b = _norm_dim(dim0, nd, "transpose"), _norm_dim(dim1, nd, "transpose")
+        p = list(range(nd))
+        p[a], p[b] = p[b], p[a]
+        return permute(x, tuple(p))
+
+    def t(x):
+        if x.ndim > 2:
+            raise ValueError(f"t() expects a tensor with <= 2 dimensions, but got {x.ndim}")
+        return transpose(x, 0, 1) if x.ndim == 2 else x
+
+    def mT(x):
+        if x.ndim < 2:
+            raise ValueError(f"mT: tensor of shape {tuple(x.shape)} has fewer than 2 "
+                             "dimensions")
+        return transpose(x, -2, -1)
+
+    def T(x):
+        return permute(x, tuple(reversed(range(x.ndim))))
+
+    return transpose, t, mT, T
 
 
-def t(x):
-    if x.ndim > 2:
-        raise ValueError(f"t() expects a tensor with <= 2 dimensions, but got {x.ndim}")
-    return transpose(x, 0, 1) if x.ndim == 2 else x
-
-
-def mT(x):
-    if x.ndim < 2:
-        raise ValueError(f"mT: tensor of shape {tuple(x.shape)} has fewer than 2 dimensions")
-    return transpose(x, -2, -1)
-
-
-def T(x):
-    return permute(x, tuple(reversed(range(x.ndim))))
+transpose, t, mT, T = transpose_family(permute)
 
 
 def expand(x, *sizes):
