@@ -239,16 +239,8 @@ def _slots(base, *node_lists):
 
 def _replaced_leaf(root, leaf_pos):
     """Index of the leaf this output replaces in place (see Prim.inplace), or None."""
-    op = root.op
-    j = 0
-    if op.name == "tuple_get":            # output j of a multi-output node
-        j = root.attrs[0]
-        root = root.inputs[0]
-        op = root.op
-    if op.inplace is None:
-        return None
-    k = op.inplace(root.attrs, j)
-    return None if k is None else leaf_pos.get(id(root.inputs[k]))
+    n = _replaced_input(root)
+    return None if n is None else leaf_pos.get(id(n))
 
 
 class _Structure:
