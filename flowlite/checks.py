@@ -66,6 +66,9 @@ class Check:
         # ...and what reads the checked index tensor (the op's backward reads it, not `out`)
         self.index = None if index is None else weakref.ref(index._node)
 
+    def __str__(self):           # where a tool prints a node's site
+        return self.site
+
     def error(self, value) -> Exception:
         at = f" (recorded at {self.site})"
         if self.kind == "div":

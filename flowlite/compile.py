@@ -70,7 +70,7 @@ class _Plan:
                  # guards, filled in when the plan is registered (see _trace) and replayed
                  "captured", "fast_args", "cap_checks",
                  # precomputed replay work (see _prepare)
-                 "replayable", "n_args", "arg_srcs", "state_srcs", "const_srcs",
+                 "replayable", "n_args", "pack_pos", "true_arg", "arg_srcs", "state_srcs", "const_srcs",
                  "scalar_vals", "rng_pos", "hp_groups", "pack",
                  "out_state", "out_grad", "out_general", "grad_general", "ret_leaf")
 
@@ -357,7 +357,9 @@ class CompiledFunction:
             pack = _scalar_pack(plan, rng_base)
             if pack is _FALLBACK:
                 return _FALLBACK
-            args[-1] = pack
+            args[plan.pack_pos] = pack
+        if plan.exe.chained:       # the previous step's flags were read: "it was ok"
+            args[-1] = plan.true_arg
         outs = plan.exe.fn(*args)
         del args
         if plan.exe.n_checks:
@@ -456,7 +458,9 @@ def _prepare(plan):
     donated = set(plan.donate)
     # donated buffers are safe only for state the replay rebinds (checked per call)
     plan.replayable = all(plan.sources[j][0] == "state" for j in plan.donate)
-    plan.n_args = len(plan.sources) + (1 if plan.scalar_src else 0)
+    plan.pack_pos = len(plan.sources)
+    plan.n_args = plan.pack_pos + (1 if plan.scalar_src else 0) + plan.exe.chained
+    plan.true_arg = executor._true(plan.out_meta[0][3]) if plan.exe.chained else None
     plan.arg_srcs, plan.state_srcs, plan.const_srcs = [], [], []
     for i, ((kind, ref), (shape, dtype)) in enumerate(zip(plan.sources, plan.state_meta)):
         esig = ir.intern_sig((_DATA, (), shape, dtype, 0))

@@ -121,8 +121,7 @@ def sync(cause: str = "explicit flowlite.sync()", extra_roots=(), defer_checks=F
 def verify_pending() -> None:
     """Raise (after rolling it back) the failure of this thread's last deferred execution,
     if it had one; a no-op otherwise.  Every host read and every sync calls it first."""
-    rec = rt.local.unverified
-    if rec is not None:
+    if rt.local.unverified is not None:
         with rt.lock:
             _verify_deferred()
 
@@ -237,6 +236,26 @@ def _slots(base, *node_lists):
     return {id(n): n.mark - base for ns in node_lists for n in ns}
 
 
+def _check_masks(order, roots, checks):
+    """Per root, a bitmask of the checks (by position) whose failure fails it: those it is
+    computed from (the checked op's result) or whose index tensor it reads (the op's
+    backward reads the index, not the result)."""
+    outs, readers = {}, {}
+    for i, c in enumerate(checks):
+        for ref, into in ((c.site.out, outs), (c.site.index, readers)):
+            n = ref() if ref is not None else None
+            if n is not None:
+                into[id(n)] = into.get(id(n), 0) | 1 << i
+    mask = {}
+    for n in order:
+        m = outs.get(id(n), 0)
+        for i in n.inputs:
+            m |= mask.get(id(i), 0) | readers.get(id(i), 0)
+        if m:
+            mask[id(n)] = m
+    return [mask.get(id(r), 0) for r in roots]
+
+
 def _replaced_leaf(root, leaf_pos):
     """Index of the leaf this output replaces in place (see Prim.inplace), or None."""
     n = _replaced_input(root)
@@ -247,9 +266,11 @@ class _Structure:
     """What a cached graph structure fixes for every run of it: which leaves may be
     donated (an output of the same shape/dtype can reuse the buffer) and how many of the
     graph's input tuples hold each — so a cache hit checks donations without a re-count."""
-    __slots__ = ("candidates", "out_sigs", "exes", "partners", "last_pack", "checked")
+    __slots__ = ("candidates", "out_sigs", "exes", "partners", "last_pack", "checked",
+                 "masks", "fallible")
 
-    def __init__(self, order, leaves, roots, base, checked=False):
+    def __init__(self, order, leaves, roots, base, checks=()):
+        checked = bool(checks)
         avail = {}
         for r in roots:
             k = (r.shape, r.dtype)
@@ -263,6 +284,11 @@ class _Structure:
                     uses[j] += 1
         self.partners = [_replaced_leaf(r, pos) for r in roots]
         self.checked = checked
+        # which checks each output is computed from (a bit per check), so a failed run
+        # knows what failed without its graph; outputs that replace a leaf in place (kept
+        # as where(ok, new, old)) never fail
+        self.masks = _check_masks(order, roots, checks) if checked else None
+        self.fallible = [i for i, p in enumerate(self.partners) if p is None]
         # a graph with checks may fail after it ran: then only the outputs that replace a
         # leaf in place (computed as where(ok, new, old)) give a donated buffer back, so
         # only those leaves are donated
@@ -322,14 +348,17 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
         return _run_around_failed(roots, checks, order, device, cause, owners)
     out_slots = tuple([r.mark - base for r in roots])
     key = (device, tuple(flat), out_slots)
+    # a deferred step's checks chain: its executable also takes the previous deferred
+    # step's ok flag and commits nothing when that one failed, so it can be dispatched
+    # before the previous step's flags are read (the host traces ahead)
+    chain = bool(checks) and defer and device.type != "mesh"
     if checks:
-        check_slots = tuple([c.mark - base for c in checks])
-        key += (check_slots,)
+        key += (tuple([c.mark - base for c in checks]), chain)
     if device.type == "mesh":   # the sharding of every input is part of the key
         key += tuple(leaf.value.sharding for leaf in leaves)
     st = _cache.get(key)
     if st is None:
-        st = _cache[key] = _Structure(order, leaves, roots, base, bool(checks))
+        st = _cache[key] = _Structure(order, leaves, roots, base, checks)
         if len(_cache) > _limit["structures"]:
             _cache.popitem(last=False)      # the least recently used structure goes
     else:
@@ -339,13 +368,16 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
     args = [leaf.value for leaf in leaves]
     if scalars:
         args.append(st.scalar_pack(scalars, device))
+    if chain:
+        args.append(_true(device))      # replaced below when a previous step is unread
     if exe is None:
         tc = time.perf_counter()
         slot = _slots(base, leaves, scalars, order)
         try:
             exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate,
                                    args, st.partners,
-                                   tuple(c.mark - base for c in checks) if checks else ())
+                                   tuple(c.mark - base for c in checks) if checks else (),
+                                   chain)
         except Exception as e:
             _rollback(roots, e)
             raise
@@ -364,10 +396,17 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
     if observers:
         for ob in observers:
             ob(exe, leaves, scalars, roots, owners, donate)
-    if rt.local.unverified is not None:
-        # the previous step's flags, read as late as possible: this graph was walked and
-        # keyed while that step ran (it holds no reference that would stop a donation)
-        _verify_deferred(roots)
+    local = rt.local
+    if local.unverified is not None:
+        # earlier steps' flags, read as late as possible (this graph was walked and keyed
+        # while they ran); a chained step reads only those already finished
+        _verify_deferred(roots, wait=not chain)
+        if local.unverified is not None:
+            last = local.unverified[-1]
+            if last.ok is not None and last.device is device:
+                args[-1] = last.ok
+            else:
+                _verify_deferred(roots)
     t1 = time.perf_counter()
     try:
         outs = exe.fn(*args)
@@ -382,11 +421,13 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
     if checks:
         exe.check_infos = infos = [c.site for c in checks]
         if defer:
-            local = rt.local
-            local.unverified = _Unverified(outs[-1], infos, checks, order, roots, exe.guarded,
-                                           local.undo)
+            rec = _Unverified(outs, infos, st, roots, local.undo, chain, device)
+            if local.unverified is None:
+                local.unverified = [rec]
+            else:
+                local.unverified.append(rec)
         else:
-            failed = _verify_run(outs[-1], infos, checks, order)
+            failed = _failures(outs[-1], infos, st.masks)
     for r, v, sig in zip(roots, outs, st.out_sigs):
         # each output becomes a data leaf (inline: this runs for every output of every step)
         r.op = _DATA
@@ -407,9 +448,20 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
         err, taint = failed
         # outputs computed from a failed op fail; outputs that replace a leaf in place
         # already hold the leaf's old value (where(ok, new, old)); the rest stands
-        _rollback([r for i, r in enumerate(roots) if id(r) in taint and i not in exe.guarded],
-                  err, taint=taint)
+        _rollback([roots[i] for i in taint], err,
+                  taint={id(roots[i]): e for i, e in taint.items()})
         raise err
+
+
+_TRUE = {}
+
+
+def _true(device):
+    """A device-resident True: the `previous step ok` of a chained step with none unread."""
+    v = _TRUE.get(device)
+    if v is None:
+        v = _TRUE[device] = jax.device_put(np.bool_(True), device.jax_device)
+    return v
 
 
 # ---- failed syncs ----------------------------------------------------------------------------
@@ -431,75 +483,95 @@ def verify(flags, infos):
     return [(i, infos[i].error(int(f[i, 1]))) for i in np.flatnonzero(f[:, 0])]
 
 
+def _failures(flags, infos, masks):
+    """None when every check passed; else (the first error, {root position: its error})
+    for the outputs computed from a failed check (masks: _check_masks)."""
+    bad = verify(flags, infos)
+    if not bad:
+        return None
+    failed = {}
+    for pos, m in enumerate(masks):
+        if m:
+            for i, e in bad:
+                if m >> i & 1:
+                    failed[pos] = e
+                    break
+    return bad[0][1], failed
+
+
 class _Unverified:
     """An execution whose check flags are still to be read, and what rolling it back needs:
-    its graph (outputs' inputs as they were before they became data), the tensors it rebound
-    with their earlier nodes (held, so they survive until then), the random-draw mark."""
-    __slots__ = ("flags", "infos", "checks", "order", "in_order", "roots", "inputs", "guarded",
-                 "undo", "rng")
+    its outputs that can fail (weakly: they are the next step's inputs, whose donation
+    counts references) with their check masks, the tensors it rebound with their earlier
+    nodes (held, so they survive until then), the random-draw mark."""
+    __slots__ = ("flags", "ok", "device", "infos", "fallible", "undo", "rng")
 
-    def __init__(self, flags, infos, checks, order, roots, guarded, undo):
-        self.flags, self.infos, self.checks = flags, infos, checks
-        # outputs only weakly: they are the next step's inputs, whose donation counts
-        # references
-        ids = {id(r) for r in roots}
-        self.order = [None if id(n) in ids else n for n in order]
-        self.in_order = [weakref.ref(n) for n in order if id(n) in ids]
-        self.roots = [weakref.ref(r) for r in roots]
-        self.guarded = guarded
-        self.inputs = {id(r): r.inputs for r in roots}
+    def __init__(self, outs, infos, st, roots, undo, chain, device):
+        self.flags = outs[-1]
+        self.ok = outs[-2] if chain else None      # all its checks and its chain's passed
+        self.device = device
+        self.infos = infos
+        masks = st.masks
+        self.fallible = [(weakref.ref(roots[i]), masks[i]) for i in st.fallible]
         self.undo = [(t, o(), e) for t, o, e in undo]
         self.rng = rt.local.rng_draws
 
 
-def _verify_deferred(current=None):
-    """Read the deferred flags; on a failure roll back that execution and the work recorded
-    since (`current`: the roots of the sync in progress, else this thread's pending work)
-    and raise."""
+def _finished(flags):       # (a function of its own, so a test can hold steps "running")
+    return flags.is_ready()
+
+
+def _verify_deferred(current=None, wait=True):
+    """Read the deferred flags, oldest first (`wait=False`: only those already computed);
+    on a failure roll back that execution, every one after it and the work recorded since
+    (`current`: the roots of the sync in progress, else this thread's pending work), and
+    raise."""
     local = rt.local
-    rec, local.unverified = local.unverified, None
-    roots = [r() for r in rec.roots]
-    it = iter(rec.in_order)
-    order = []
-    for n in rec.order:          # the outputs back in their (topological) places
-        if n is None:
-            n = next(it)()
-            if n is None:
-                continue
-        order.append(n)
-    failed = _verify_run(rec.flags, rec.infos, rec.checks, order, rec.inputs)
-    if failed is None:
-        return
-    err, taint = failed
+    recs = local.unverified
+    while recs:
+        rec = recs[0]
+        if not wait and not _finished(rec.flags):
+            return
+        del recs[0]
+        bad = verify(rec.flags, rec.infos)
+        if bad:
+            local.unverified = None
+            _roll_back_deferred(rec, bad, recs, current)
+    local.unverified = None
+
+
+def _roll_back_deferred(rec, bad, later, current):
+    err = bad[0][1]
     # the work recorded since was built on the failed results: it commits nothing either
     # (its in-place updates take their leaves' values — the failed step's where(ok, new,
-    # old) kept the old ones — and its other tensors raise this error)
+    # old) kept the old ones, and a chained step's where(ok and previous ok, ...) too —
+    # and its other tensors raise this error)
+    local = rt.local
     local.checks = []
     _rollback(live_pending_roots() if current is None else current, err, rng=False)
-    _rollback([r for i, r in enumerate(roots)
-               if r is not None and id(r) in taint and i not in rec.guarded],
-              err, taint, undo=[(t, (lambda o=o: o), e) for t, o, e in rec.undo], rng=False)
+    roots, taint, undo = [], {}, []
+    for r, m in rec.fallible:
+        r = r()
+        if r is not None and m:
+            for i, e in bad:
+                if m >> i & 1:
+                    roots.append(r)
+                    taint[id(r)] = e
+                    break
+    undo.extend(rec.undo)
+    for x in later:
+        for r, _ in x.fallible:
+            r = r()
+            if r is not None:
+                roots.append(r)
+        undo.extend(x.undo)
+    _rollback(roots, err, taint, undo=[(t, (lambda o=o: o), e) for t, o, e in undo],
+              rng=False)
     mark = rec.rng
     if mark is not None and mark[0] == rt.rng_seed:
         rt.rng_draws = mark[1]
     local.rng_draws = mark
     raise err
-
-
-def _verify_run(flags, infos, checks, order, inputs=None):
-    """None when every check passed; else (the first error, {id(node): error} for every
-    node computed from a failed op)."""
-    bad = verify(flags, infos)
-    if not bad:
-        return None
-    seeds, readers = {}, {}
-    for i, e in bad:
-        info = checks[i].site
-        for ref, into in ((info.out, seeds), (info.index, readers)):
-            n = ref() if ref is not None else None
-            if n is not None and id(n) not in into:
-                into[id(n)] = e
-    return bad[0][1], _taint(order, seeds, readers, inputs)
 
 
 def _taint(order, seeds, readers=None, inputs=None):

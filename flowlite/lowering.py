@@ -21,7 +21,7 @@ from jax.sharding import SingleDeviceSharding
 class Executable:
     """One compiled program and what the tools report about it."""
     __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary",
-                 "n_checks", "guarded", "need_bytes", "check_infos")
+                 "n_checks", "guarded", "need_bytes", "check_infos", "chained")
 
     def __init__(self, fn, n_outputs, donate):
         self.summary = None
@@ -35,16 +35,23 @@ class Executable:
         self.guarded = frozenset()  # outputs computed as where(ok, new, old leaf)
         self.need_bytes = 0       # new memory a run allocates (XLA's memory analysis)
         self.check_infos = ()     # the checks' error builders of the last run (for replays)
+        self.chained = False      # takes a last argument "previous step ok", returns
+        #                           "ok" (its own checks and that) before the flags
 
 
 def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
-                  check_slots=(), guards=()):
+                  check_slots=(), guards=(), chain=False):
     """jax `Lowered` for the program (StableHLO, before XLA's compile).
 
     With `check_slots` the program returns one more output, the check nodes' flags stacked
     into one (n, 2) array, and each output position in `guards` (position, leaf slot) is
-    where(all checks ok, new, old leaf): a failed check leaves that leaf's value intact even
-    when its buffer was donated."""
+    the new value only when all checks passed, else the old leaf: a failed check leaves that
+    leaf's value intact even when its buffer was donated.  The work only guarded outputs
+    need (an optimizer's update) runs inside one lax.cond on that ok, so XLA still updates
+    the donated buffers in place (a select after the update made it copy every one first).
+    With `chain` the program takes one more argument, the previous step's ok (a bool
+    scalar), folds it into its own ok and returns that ok before the flags: a step
+    dispatched on top of a failed one commits nothing either."""
 
     leaf_slots = tuple(slot[id(n)] for n in leaves)
     dtypes = sorted({s.dtype for s in scalars}, key=lambda d: d.name)
@@ -58,6 +65,8 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     n_slots = len(slot)
     n_leaves = len(leaf_slots)
 
+    inner, ext = _guarded_only(program, out_slots, check_slots, guards)
+
     def run_program(*flat_args):
         env = [None] * n_slots
         for s, a in zip(leaf_slots, flat_args):
@@ -66,18 +75,18 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             packs = flat_args[n_leaves]
             for s, p, k in scalar_map:
                 env[s] = packs[p][k]
-        for lower, attrs, ins, out, dt in program:
-            v = lower(attrs, *[env[i] for i in ins])
-            if dt is not None and v.dtype != dt:
-                v = v.astype(dt)
-            env[out] = v
-        outs = [env[s] for s in out_slots]
+        _run_entries(program, env, skip=inner)
         if check_slots:
             flags = jnp.stack([env[s] for s in check_slots])
+            ok = jnp.all(flags[:, 0] == 0)
+            if chain:
+                ok = ok & flat_args[-1]
             if guards:
-                ok = jnp.all(flags[:, 0] == 0)
-                for pos, ls in guards:
-                    outs[pos] = jnp.where(ok, outs[pos], env[ls])
+                _guarded_update(program, inner, ext, guards, out_slots, env, ok)
+        outs = [env[s] for s in out_slots]
+        if check_slots:
+            if chain:
+                outs.append(ok)
             outs.append(flags)
         return tuple(outs)
 
@@ -91,8 +100,65 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     return jitted.lower(*args)
 
 
+def _run_entries(program, env, skip=frozenset()):
+    for k, (lower, attrs, ins, out, dt) in enumerate(program):
+        if k in skip:
+            continue
+        v = lower(attrs, *[env[i] for i in ins])
+        if dt is not None and v.dtype != dt:
+            v = v.astype(dt)
+        env[out] = v
+
+
+def _guarded_only(program, out_slots, check_slots, guards):
+    """(positions in `program` of the entries only guarded outputs need, the slots those
+    entries read from outside the set) — what runs inside the lax.cond."""
+    if not guards:
+        return frozenset(), ()
+    guarded = {out_slots[pos] for pos, _ in guards}
+    outside = set(out_slots[i] for i in range(len(out_slots)) if out_slots[i] not in guarded)
+    outside.update(check_slots)
+    producer = {e[3]: k for k, e in enumerate(program)}
+    need_out = set()          # entries an unguarded output or a check needs
+    stack = [producer[s] for s in outside if s in producer]
+    while stack:
+        k = stack.pop()
+        if k in need_out:
+            continue
+        need_out.add(k)
+        stack.extend(producer[i] for i in program[k][2] if i in producer)
+    inner = frozenset(k for k in range(len(program)) if k not in need_out)
+    made = {program[k][3] for k in inner}
+    ext = sorted({i for k in inner for i in program[k][2] if i not in made})
+    return inner, tuple(ext)
+
+
+def _guarded_update(program, inner, ext, guards, out_slots, env, ok):
+    """env[guarded output] = its new value when `ok`, else its old leaf: the entries only
+    guarded outputs need run inside lax.cond's true branch (no select on their results)."""
+    slots = [out_slots[pos] for pos, _ in guards]
+    olds = tuple(env[ls] for _, ls in guards)
+    entries = [program[k] for k in sorted(inner)]
+
+    def update(ext_vals, olds):
+        local = dict(zip(ext, ext_vals))
+        for lower, attrs, ins, out, dt in entries:
+            v = lower(attrs, *[local[i] for i in ins])
+            if dt is not None and v.dtype != dt:
+                v = v.astype(dt)
+            local[out] = v
+        return tuple(local[s] if s in local else env[s] for s in slots)
+
+    def keep(ext_vals, olds):
+        return olds
+
+    new = jax.lax.cond(ok, update, keep, tuple(env[i] for i in ext), olds)
+    for s, v in zip(slots, new):
+        env[s] = v
+
+
 def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
-                     partners=None, check_slots=()):
+                     partners=None, check_slots=(), chain=False):
     perm = _output_order(partners, donate) if partners else None
     lowered_slots = out_slots if perm is None else tuple(out_slots[i] for i in perm)
     guards = ()
@@ -102,7 +168,7 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
                        if partners[i] is not None)
     t0 = time.perf_counter()
     compiled = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
-                             args, check_slots, guards).compile()
+                             args, check_slots, guards, chain).compile()
     compile_s = time.perf_counter() - t0
     fn = compiled
     if perm is not None:
@@ -110,7 +176,7 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
         for pos, i in enumerate(perm):
             where[i] = pos
         if check_slots:
-            where.append(len(perm))        # the flags stay last
+            where.extend(range(len(perm), len(perm) + 1 + chain))   # ok, flags stay last
 
         def fn(*a, _run=compiled, _where=tuple(where)):
             outs = _run(*a)
@@ -118,6 +184,7 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
     exe = Executable(fn, len(out_slots), donate)
     exe.compiled = compiled
     exe.n_checks = len(check_slots)
+    exe.chained = bool(chain and check_slots)
     if check_slots and partners:
         exe.guarded = frozenset(i for i, p in enumerate(partners) if p is not None)
     exe.stats = _stats(compiled, len(args), len(out_slots), donate, args)

@@ -208,6 +208,47 @@ def test_deferred_failure_raises_at_the_next_step():
     assert _step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y)).item() == loss.item()
 
 
+def _never_finished(monkeypatch):
+    """Every deferred step looks still running: the next step chains on top of it."""
+    from flowlite import executor
+    monkeypatch.setattr(executor, "_finished", lambda flags: False)
+
+
+def test_chained_steps_train_as_unchained_ones(monkeypatch):
+    m, opt = _model()
+    ref = [_step(m, opt, fl.tensor(GOOD), fl.tensor(Y)).item() for _ in range(4)]
+    _never_finished(monkeypatch)
+    m2, opt2 = _model()
+    losses = [_step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y)) for _ in range(4)]
+    from flowlite import executor
+    assert len(fl.runtime.rt.local.unverified) == 4          # all dispatched, none read
+    assert [x.item() for x in losses] == ref
+    assert fl.runtime.rt.local.unverified is None
+    assert any(e.chained for e in executor.executables())
+
+
+def test_step_chained_on_a_failed_one_commits_nothing(monkeypatch):
+    _never_finished(monkeypatch)
+    m, opt = _model()
+    _step(m, opt, fl.tensor(GOOD), fl.tensor(Y)).item()
+    before = _snapshot(m, opt)
+    _step(m, opt, fl.tensor(BAD), fl.tensor(Y))               # fails, unread
+    on_top = _step(m, opt, fl.tensor(GOOD), fl.tensor(Y))     # dispatched on top of it
+    assert len(fl.runtime.rt.local.unverified) == 2
+    with pytest.raises(IndexError, match="embedding: index 12"):
+        on_top.item()                                         # the first read raises
+    for a, b in zip(before, _snapshot(m, opt)):
+        np.testing.assert_array_equal(a, b)                   # neither step committed
+    with pytest.raises(IndexError, match="embedding: index 12"):
+        on_top.item()                                         # and raises again
+    with pytest.raises(IndexError, match="embedding: index 12"):
+        m[2].weight.grad.numpy()
+    loss = _step(m, opt, fl.tensor(GOOD), fl.tensor(Y))
+    m2, opt2 = _model()
+    _step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y))
+    assert _step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y)).item() == loss.item()
+
+
 def test_failed_replay_commits_nothing():
     m, opt = _model()
 
