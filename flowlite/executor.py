@@ -90,7 +90,8 @@ def live_pending_roots(owners=None) -> list:
         if t is None:
             continue
         n = t._node
-        if n.op is not _DATA and n.op is not _SCALAR and n.device is not None:
+        if n.op is not _DATA and n.op is not _SCALAR and n.op is not FAILED and \
+                n.device is not None:
             if owners is not None:
                 owners.setdefault(id(n), []).append(t)
             if id(n) not in seen:
@@ -99,7 +100,8 @@ def live_pending_roots(owners=None) -> list:
     saved = saved_pending_nodes()
     for n in saved:
         # device-less nodes are shared baked constants: recomputed, never materialised
-        if n.op is not _DATA and n.device is not None and id(n) not in seen:
+        if n.op is not _DATA and n.op is not FAILED and n.device is not None and \
+                id(n) not in seen:
             seen.add(id(n))
             roots.append(n)
     pending.clear()
@@ -345,6 +347,9 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
     t0 = time.perf_counter()
     order, leaves, scalars, flat, base = _walk_marked(roots + checks if checks else roots)
     if _failed_live and _has_failed(order):
+        # (this frame's leaf list would count as a holder and stop the nested run's
+        # donations)
+        del leaves, scalars, flat
         return _run_around_failed(roots, checks, order, device, cause, owners)
     out_slots = tuple([r.mark - base for r in roots])
     key = (device, tuple(flat), out_slots)

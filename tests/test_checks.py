@@ -293,6 +293,21 @@ def test_batchnorm_running_stats_roll_back():
     assert not np.array_equal(bn.running_mean.numpy(), mean0)
 
 
+def test_failed_forward_does_not_stop_later_donations():
+    # the failed forward's tape (uncollected) still holds pending saved nodes that read the
+    # failed values: later syncs must neither retry them nor count them as buffer holders
+    bn, emb = nn.BatchNorm1d(3), nn.Embedding(4, 3)
+    with pytest.raises(IndexError):
+        bn(emb(fl.tensor([0, 9, 2]))).sum().item()
+    p = fl.randn(1000)
+    fl.sync()
+    before = fl.metrics.counters()["donated_buffers"]
+    with fl.no_grad():
+        p.mul_(2.0)
+    fl.sync()
+    assert fl.metrics.counters()["donated_buffers"] == before + 1
+
+
 def test_output_that_cannot_fit_fails_fast_and_process_stays_usable():
     w = fl.ones(3)
     w.numpy()
