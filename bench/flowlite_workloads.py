@@ -71,12 +71,19 @@ def wait(loss):
     return loss.numpy()
 
 
-def build_flowlite(workload, opts, replay=False):
+def build_flowlite(workload, opts, replay=False, checks=True):
+    import flowlite as fl
     v = _variant(workload, opts)
-    name = "flowlite-replay" if replay else "flowlite"
+    name = "flowlite-replay" if replay else "flowlite" if checks else "flowlite-nochecks"
     if workload in specs.TRAIN_WORKLOADS:
         tr = Trainer(workload, seed=opts.seed, replay=replay)
-        return Workload(name, workload, tr.step, wait, variant=v, loss=lambda l: l.item())
+
+        def step():
+            fl.set_checks(checks)    # process-wide: every arm sets its own (on by default)
+            return tr.step()
+        return Workload(name, workload, step, wait, variant=v, loss=lambda l: l.item())
+    if not checks:
+        raise Unsupported("the checks-off variant is only for training workloads")
     if replay:
         raise Unsupported("replay variant only for training workloads")
     if workload == "cartpole":

@@ -69,7 +69,7 @@ def train_row(name, quick, with_torch, isolated):
     n, warm = QUICK if quick else STEPS[name]
     opts = workloads.Options(quick=quick)
     fns, waits, built = {}, {}, {}
-    frameworks = ["jax", "flowlite", "flowlite-replay"] + \
+    frameworks = ["jax", "flowlite", "flowlite-replay", "flowlite-nochecks"] + \
         (["torch"] if with_torch else [])
     for fw in frameworks:
         try:
@@ -91,6 +91,9 @@ def train_row(name, quick, with_torch, isolated):
         row["replay_ratio"] = row["flowlite-replay_ms"] / row["jax_ms"]
     if "torch_ms" in row:
         row["torch_ratio"] = row["flowlite_ms"] / row["torch_ms"]
+    if "flowlite-nochecks_ms" in row:     # what checked execution costs (on / off)
+        row["checks_ratio"] = row["flowlite_ms"] / row["flowlite-nochecks_ms"]
+        row["checks_ahead_ratio"] = row["flowlite_ahead_ms"] / row["flowlite-nochecks_ahead_ms"]
     if isolated:
         # cold first steps: flowlite with an empty persistent cache (which this run fills)
         cache = tempfile.mkdtemp(prefix="flowlite-bench-cache-")
@@ -195,8 +198,8 @@ def format_table(table, meta):
     tr = [k for k in ("mlp", "cnn", "gpt") if k in table]
     if tr:
         lines.append("training step     flowlite/JAX  ahead/JAX  replay/JAX  first-step/JAX  "
-                     "warm-cache/JAX-cold  RSS/JAX  trace µs/op  hit µs/sync  (JAX ms, "
-                     "flowlite ms, torch ms)")
+                     "warm-cache/JAX-cold  RSS/JAX  trace µs/op  hit µs/sync  checks on/off  "
+                     "flowlite/torch  (JAX ms, flowlite ms, torch ms)")
         for k in tr:
             r = table[k]
             lines.append(
@@ -204,6 +207,8 @@ def format_table(table, meta):
                 f"{_f(r.get('replay_ratio')):>10s}  {_f(r.get('first_step_ratio')):>14s}  "
                 f"{_f(r.get('warm_cache_ratio')):>19s}  {_f(r.get('rss_ratio')):>7s}  "
                 f"{_f(r['trace_us_per_op']):>11s}  {_f(r['sync_hit_us']):>11s}  "
+                f"{_f(r.get('checks_ratio')):>5s} {_f(r.get('checks_ahead_ratio')):>5s} "
+                f"{_f(r.get('torch_ratio')):>14s}  "
                 f"({_f(r['jax_ms'])}, {_f(r['flowlite_ms'])}, {_f(r.get('torch_ms'))})")
     for k in ("cartpole", "generate"):
         if k not in table:

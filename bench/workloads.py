@@ -135,18 +135,20 @@ BUILDERS: dict[str, Callable[[str, Options], Workload]] = {
 }
 
 
-def _flowlite_builder(replay):
+def _flowlite_builder(replay, checks=True):
     def build(workload, opts):
         try:
             from . import flowlite_workloads as fw
         except ImportError:
             import flowlite_workloads as fw
-        return fw.build_flowlite(workload, opts, replay=replay)
+        return fw.build_flowlite(workload, opts, replay=replay, checks=checks)
     return build
 
 
 BUILDERS["flowlite"] = _flowlite_builder(False)
 BUILDERS["flowlite-replay"] = _flowlite_builder(True)
+# the same step with checked execution off: the checks' cost is flowlite / this
+BUILDERS["flowlite-nochecks"] = _flowlite_builder(False, checks=False)
 
 
 def build(framework: str, workload: str, opts: Options | None = None) -> Workload:
