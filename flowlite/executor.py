@@ -483,9 +483,10 @@ def verify(flags, infos):
     """[(index, error)] of the failed checks, in recording order (empty when all passed).
     Reading the flags waits for the execution to finish."""
     f = np.asarray(flags)
-    if not f[:, 0].any():
+    bad = f[:, 0].tolist()
+    if not any(bad):
         return []
-    return [(i, infos[i].error(int(f[i, 1]))) for i in np.flatnonzero(f[:, 0])]
+    return [(i, infos[i].error(int(f[i, 1]))) for i, b in enumerate(bad) if b]
 
 
 def _failures(flags, infos, masks):
