@@ -66,6 +66,7 @@ TORCH_MODULES = {
     "torch.backends.cuda": ".backends.cuda",
     "torch.backends.mps": ".backends.mps",
     "torch.autograd": ".autograd",
+    "torch.onnx": ".onnx",          # importable; export raises (flowlite writes no ONNX)
 }
 
 

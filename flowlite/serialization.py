@@ -66,6 +66,7 @@ import hashlib
 import json
 import math
 import os
+import pickle
 import secrets
 import struct
 import sys
@@ -164,9 +165,9 @@ class _Writer:
                 return enc if isinstance(obj, list) else {"$tuple": enc}
             finally:
                 self.active.discard(id(obj))
-        raise TypeError(f"flowlite.save: cannot save an object of type {type(obj).__name__} at "
-                        f"{where}; supported: dict, list, tuple, Tensor, numpy array, bool, "
-                        "int, float, str, None, flowlite dtype")
+        raise _NotATree(f"flowlite.save: cannot save an object of type {type(obj).__name__} "
+                        f"at {where} as safetensors; supported: dict, list, tuple, Tensor, "
+                        "numpy array, bool, int, float, str, None, flowlite dtype")
 
     def encode_key(self, k, where):
         if k is None or isinstance(k, (bool, int, float, str, np.generic)):
@@ -179,6 +180,11 @@ class _Writer:
 
 
 def _dtype_name(dt, where):
+    # the array's own dtype: numpy arrays are host data, kept exactly (a float64 array is
+    # float64 with x64 off too)
+    d = D._BY_NP.get(np.dtype(dt).newbyteorder("="))
+    if d is not None:
+        return d.name
     try:
         return D.from_numpy_dtype(dt).name
     except Exception:
@@ -230,15 +236,26 @@ def _format_for(path, format):
     return "safetensors" if str(name).endswith(".safetensors") else "flowlite"
 
 
+class _NotATree(TypeError):
+    """The object holds something other than tensors, containers and scalars."""
+
+
+# a file of pickled Python objects (a whole nn.Module, as torch.save(model) writes): loading
+# it runs code, so flowlite.load refuses it unless weights_only=False (as torch.load does)
+PICKLE_MAGIC = b"\x89FLWLT-PICKLE\r\n"
+
+
 def save(obj, path, format=None, **torch_kwargs) -> None:
     """Save `obj` to `path` atomically, or to a writable binary file object.
 
     format: "flowlite" (default) — nested dicts/lists/tuples of tensors, numpy arrays,
     scalars, strings, None; "safetensors" (default for a `.safetensors` path) — standard
     safetensors that PyTorch and the Hugging Face ecosystem read (`flowlite.safetensors_format`
-    documents how nested objects are flattened).  torch.save's `pickle_module`,
-    `pickle_protocol` and `_use_new_zipfile_serialization` are accepted and ignored:
-    flowlite never pickles."""
+    documents how nested objects are flattened).  Anything else in `obj` (a whole
+    `nn.Module`, as `torch.save(model, f)` saves) is written as a pickle, which
+    `flowlite.load` reads only with `weights_only=False` — as torch.load refuses it by
+    default.  torch.save's `pickle_module`, `pickle_protocol` and
+    `_use_new_zipfile_serialization` are accepted and ignored."""
     unknown = set(torch_kwargs) - _SAVE_KWARGS
     if unknown:
         raise TypeError(f"flowlite.save: unexpected arguments {sorted(unknown)}")
@@ -246,8 +263,12 @@ def save(obj, path, format=None, **torch_kwargs) -> None:
         payload = _safetensors.encode(obj, lambda o, on_leaf: _Writer(on_leaf).encode(o, "obj"))
         write = lambda f: f.write(payload)   # noqa: E731
     else:
-        head, w = _serialize(obj)
-        write = lambda f: _write_stream(f, head, w)   # noqa: E731
+        try:
+            head, w = _serialize(obj)
+            write = lambda f: _write_stream(f, head, w)   # noqa: E731
+        except _NotATree:
+            payload = PICKLE_MAGIC + pickle.dumps(obj, protocol=4)
+            write = lambda f: f.write(payload)   # noqa: E731
     if hasattr(path, "write"):
         write(path)
         return
@@ -521,6 +542,8 @@ def load(path, map_location=None, weights_only=None, mmap=None, **pickle_load_ar
     name = str(name)
     if _torch_checkpoint.is_torch_file(data):
         return _torch_checkpoint.load(name, data, map_location)
+    if bytes(data[:len(PICKLE_MAGIC)]) == PICKLE_MAGIC:
+        return _unpickle(name, data[len(PICKLE_MAGIC):], weights_only)
     device = None
     if map_location is not None:
         if isinstance(map_location, dict) or callable(map_location):
@@ -532,6 +555,96 @@ def load(path, map_location=None, weights_only=None, mmap=None, **pickle_load_ar
         return _safetensors.decode(name, data, device, lambda tree, leaf: _tree_reader(
             name, device, leaf).run(tree))
     return _decode_file(name, data, device)
+
+
+# ---- pickled objects (torch.save(model)): weights-only unpickling with an allowlist ------------
+_safe_globals: list = []
+
+
+def add_safe_globals(objs) -> None:
+    """Allow these classes/functions in weights-only loads of pickled objects (as
+    torch.serialization.add_safe_globals)."""
+    _safe_globals.extend(objs)
+
+
+def get_safe_globals() -> list:
+    return list(_safe_globals)
+
+
+def clear_safe_globals() -> None:
+    _safe_globals.clear()
+
+
+class safe_globals:
+    """`with safe_globals([RNNModel, nn.LSTM]): fl.load(f)` — the allowlist, for the block."""
+
+    def __init__(self, objs):
+        self.objs = list(objs)
+
+    def __enter__(self):
+        self.n = len(_safe_globals)
+        _safe_globals.extend(self.objs)
+        return self
+
+    def __exit__(self, *exc):
+        del _safe_globals[self.n:]
+
+
+def _builtin_safe():
+    import collections
+    import builtins
+    from .nn.module import _parameter_from_pickle
+    from .tensor import _from_pickle
+    core = getattr(np, "_core", None) or np.core
+    return {("flowlite.tensor", "_from_pickle"): _from_pickle,
+            ("flowlite.nn.module", "_parameter_from_pickle"): _parameter_from_pickle,
+            ("flowlite.dtypes", "from_any"): D.from_any,
+            ("numpy._core.multiarray", "_reconstruct"): core.multiarray._reconstruct,
+            ("numpy.core.multiarray", "_reconstruct"): core.multiarray._reconstruct,
+            ("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,
+            ("collections", "OrderedDict"): collections.OrderedDict,
+            **{("builtins", n): getattr(builtins, n)
+               for n in ("set", "frozenset", "slice", "complex", "bytearray", "range")}}
+
+
+class _WeightsOnlyUnpickler(pickle.Unpickler):
+    """Rebuilds tensors, numpy arrays, containers, flowlite's functional ops and the
+    allowlisted classes — found in that list, never imported by the name the file gives."""
+
+    def __init__(self, name, f):
+        super().__init__(f)
+        self.name = name
+        self.allowed = _builtin_safe()
+        for o in _safe_globals:
+            self.allowed[(getattr(o, "__module__", None), getattr(o, "__qualname__", None))] = o
+
+    def find_class(self, module, qualname):
+        o = self.allowed.get((module, qualname))
+        if o is None and module == "flowlite.nn.functional":
+            from .nn import functional
+            o = getattr(functional, qualname, None) if "." not in qualname else None
+        if o is None:
+            raise pickle.UnpicklingError(
+                f"flowlite.load: {self.name} holds pickled Python objects (a whole nn.Module "
+                f"saved with flowlite.save / torch.save) and needs {module}.{qualname}, which "
+                "is not allowed in a weights-only load (unpickling can run arbitrary code). "
+                "If you trust the file, allow its classes with "
+                "flowlite.serialization.safe_globals([...]) / add_safe_globals([...]), or "
+                "load with weights_only=False; better, save the model's state_dict().")
+        return o
+
+
+def _unpickle(name, payload, weights_only):
+    if weights_only is False:
+        return pickle.loads(payload)
+    import io
+    try:
+        return _WeightsOnlyUnpickler(name, io.BytesIO(payload)).load()
+    except pickle.UnpicklingError:
+        raise
+    except Exception as e:
+        raise pickle.UnpicklingError(f"flowlite.load: {name}: weights-only unpickling failed "
+                                     f"({type(e).__name__}: {e})") from e
 
 
 def _tree_reader(name, device, leaf):

@@ -132,7 +132,7 @@ def test_file_objects_and_map_location(tmp_path):
 
 def test_unsupported_objects_name_their_place(tmp_path):
     with pytest.raises(TypeError, match=r"type object at obj\['a'\]\[1\]"):
-        fl.save({"a": [1, object()]}, tmp_path / "x.fl")
+        fl.save({"a": [1, object()]}, tmp_path / "x.safetensors")
     with pytest.raises(TypeError, match="unsupported dict key"):
         fl.save({frozenset(): 1}, tmp_path / "x.fl")
     loop = []
@@ -780,3 +780,47 @@ def test_missing_directory_and_symlinked_target(tmp_path):
     link.symlink_to(real)
     fl.save({"step": 101}, link)             # writes through the link, like open(path, "wb")
     assert link.is_symlink() and fl.load(real) == {"step": 101}
+
+
+def test_whole_module_saves_as_pickle_and_loads_only_with_weights_only_false(tmp_path):
+    # torch.save(model, f) pickles the module; torch.load refuses it unless weights_only=False
+    import pickle
+    m = fl.nn.Sequential(fl.nn.Linear(3, 4), fl.nn.Tanh())
+    x = fl.randn(2, 3)
+    path = tmp_path / "model.pt"
+    fl.save(m, path)
+    with pytest.raises(pickle.UnpicklingError, match="flowlite.nn.containers.Sequential.*"
+                       "weights_only=False"):
+        fl.load(path)
+    with open(path, "rb") as f:
+        m2 = fl.load(f, weights_only=False)
+    np.testing.assert_array_equal(m2(x).numpy(), m(x).numpy())
+    assert m2[0].weight.requires_grad
+    # weights-only, with the classes allowed (torch.serialization.safe_globals)
+    with fl.serialization.safe_globals([fl.nn.Sequential, fl.nn.Linear, fl.nn.Tanh]):
+        m3 = fl.load(path)
+    np.testing.assert_array_equal(m3(x).numpy(), m(x).numpy())
+    with pytest.raises(pickle.UnpicklingError):
+        fl.load(path)                                   # the allowlist was for the block
+
+
+def test_weights_only_load_never_runs_code_from_a_pickle(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("touch " + str(tmp_path / "pwned"),))
+    path = tmp_path / "evil.pt"
+    fl.save({"x": Evil()}, path)
+    with pytest.raises(pickle.UnpicklingError, match="posix.system|os.system|system"):
+        fl.load(path)
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_numpy_arrays_keep_their_dtype_with_x64_off(tmp_path):
+    # torch.save(np_float64_array) as generate_sine_wave.py does; loaded back unchanged
+    a = np.linspace(0, 1, 7, dtype=np.float64).reshape(7, 1)
+    b = np.arange(5, dtype=np.int64)
+    fl.save({"a": a, "b": b}, tmp_path / "d.pt")
+    out = fl.load(tmp_path / "d.pt")
+    assert out["a"].dtype == np.float64 and out["b"].dtype == np.int64
+    np.testing.assert_array_equal(out["a"], a)
+    np.testing.assert_array_equal(out["b"], b)

@@ -61,6 +61,11 @@ class RNNBase(Module):
         for p in self.parameters():
             init.uniform_(p, -stdv, stdv)
 
+    def flatten_parameters(self):
+        """PyTorch packs cuDNN's weights into one buffer here; flowlite's weights are
+        already laid out as the executable needs them, so this does nothing."""
+        return None
+
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
         if self.num_layers != 1:
