@@ -109,19 +109,41 @@ def _float_dtype(dtype):
     return d
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False):
+def _from_generator(generator, op, draw, d, device, requires_grad=False):
+    """Values drawn on the host from `generator` (a flowlite.Generator: a seeded numpy
+    stream, as DataLoader's generator=): reproducible per generator, not PyTorch's numbers,
+    and materialised data rather than a lazy draw."""
+    rng = getattr(generator, "rng", None)
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"{op}: generator must be a flowlite.Generator, got "
+                        f"{type(generator).__name__}")
+    out = from_numpy(np.asarray(draw(rng)).astype(d.np, copy=False))
+    if device is not None:
+        out = out.to(device)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     shape = _shape(size)
     d = _float_dtype(dtype)
+    if generator is not None:
+        return _from_generator(generator, "rand", lambda g: g.random(shape), d, device,
+                               requires_grad)
     return _make(P.rng_uniform, shape, (shape, d), d, device, requires_grad)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False):
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     shape = _shape(size)
     d = _float_dtype(dtype)
+    if generator is not None:
+        return _from_generator(generator, "randn", lambda g: g.standard_normal(shape), d,
+                               device, requires_grad)
     return _make(P.rng_normal, shape, (shape, d), d, device, requires_grad)
 
 
-def randint(low, high=None, size=None, dtype=None, device=None):
+def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
     if size is None and isinstance(high, (tuple, list)):   # randint(high, size)
         low, high, size = 0, low, high
     if high is None:
@@ -132,11 +154,17 @@ def randint(low, high=None, size=None, dtype=None, device=None):
     d = D.canonical(D.from_any(dtype)) if dtype is not None else D.canonical(D.int64)
     if high <= low:
         raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    if generator is not None:
+        return _from_generator(generator, "randint",
+                               lambda g: g.integers(int(low), int(high), size=shape), d, device)
     return _make(P.rng_randint, shape, (shape, d, int(low), int(high)), d, device, False)
 
 
-def randperm(n, dtype=None, device=None):
+def randperm(n, generator=None, dtype=None, device=None):
     d = D.canonical(D.from_any(dtype)) if dtype is not None else D.canonical(D.int64)
+    if generator is not None:
+        return _from_generator(generator, "randperm", lambda g: g.permutation(int(n)), d,
+                               device)
     return _make(P.rng_permutation, (int(n),), (int(n), d), d, device, False)
 
 

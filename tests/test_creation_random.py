@@ -209,3 +209,20 @@ def test_randint_high_only_form():
     r = fl.randint(5, (100,))
     v = r.numpy()
     assert v.shape == (100,) and v.min() >= 0 and v.max() < 5
+
+
+def test_generator_argument_draws_reproducibly_from_that_generator():
+    # torch.randperm(n, generator=g) (minGPT's adder dataset): the same seed, the same draw
+    def draws(seed):
+        g = fl.Generator().manual_seed(seed)
+        return (fl.randperm(50, generator=g).numpy(), fl.rand(3, 4, generator=g).numpy(),
+                fl.randn(5, generator=g).numpy(), fl.randint(2, 9, (6,), generator=g).numpy())
+    a, b, c = draws(1337), draws(1337), draws(7)
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(a[0], c[0])
+    assert sorted(a[0].tolist()) == list(range(50))
+    assert a[1].shape == (3, 4) and ((a[1] >= 0) & (a[1] < 1)).all()
+    assert a[3].min() >= 2 and a[3].max() < 9 and a[3].dtype == fl.randint(0, 2, (1,)).numpy().dtype
+    with pytest.raises(TypeError, match="randperm: generator must be a flowlite.Generator"):
+        fl.randperm(3, generator=np.random.default_rng(0))
