@@ -469,6 +469,36 @@ def _true(device):
     return v
 
 
+# ---- host reads of views of data ----------------------------------------------------------
+_HOST_VIEW_OPS = frozenset(("slice", "reshape", "transpose"))
+
+
+def host_view(n):
+    """The value of `n` computed on the host when it is only slicing / reshaping /
+    transposing of a materialised CPU array (`int(x[i, j])` in a Python loop): numpy views,
+    exact, and no executable to compile for every new index; else None (the caller syncs)."""
+    ops = []
+    while n.op.name in _HOST_VIEW_OPS and len(n.inputs) == 1 and len(ops) < 8:
+        ops.append(n)
+        n = n.inputs[0]
+    if not ops or n.op is not _DATA or n.device is None or n.device.type != "cpu":
+        return None
+    v = n.value
+    if not isinstance(v, jax.Array) or v.is_deleted() or len(v.devices()) != 1:
+        return None
+    arr = np.asarray(v)
+    for m in reversed(ops):
+        a = m.attrs
+        name = m.op.name
+        if name == "slice":
+            arr = arr[tuple(slice(b, e, st) for b, e, st in zip(a[0], a[1], a[2]))]
+        elif name == "reshape":
+            arr = arr.reshape(a[0])
+        else:
+            arr = arr.transpose(a[0])
+    return arr
+
+
 # ---- failed syncs ----------------------------------------------------------------------------
 # A node whose value failed to compute: `value` holds the error, reading it raises it again.
 FAILED = ir.Prim("failed", None, nondiff=True)

@@ -287,3 +287,19 @@ def test_the_executable_cache_is_bounded_and_clearable():
             fl.set_cache_limit(0)
     finally:
         fl.set_cache_limit(lim0)
+
+
+def test_host_reads_of_slices_of_data_compile_nothing():
+    # `int(x[i, j])` in a Python loop (minGPT's adder eval): numpy views of the data, exact
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    x = fl.tensor(a)
+    fl.sync()
+    c0 = _count()["compiles"]
+    got = [[float(x[i, j, k]) for k in range(5)] for i in range(3) for j in range(4)]
+    np.testing.assert_array_equal(np.array(got).reshape(a.shape), a)
+    np.testing.assert_array_equal(x.transpose(0, 2)[1, ::2].numpy(), a.transpose(2, 1, 0)[1, ::2])
+    np.testing.assert_array_equal(x[-1].reshape(-1).numpy(), a[-1].reshape(-1))
+    assert _count()["compiles"] == c0
+    y = x * 2                                        # not a view of data: a normal sync
+    assert float(y[0, 0, 1]) == 2.0
+    assert _count()["compiles"] == c0 + 1
