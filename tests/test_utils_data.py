@@ -348,3 +348,16 @@ def test_a_failed_run_exits_cleanly_with_loader_threads_alive(tmp_path):
                            text=True, timeout=120)
         assert r.returncode == 1 and "failed run" in r.stderr, r.stderr[-2000:]
         assert "terminate called" not in r.stderr and "FATAL" not in r.stderr
+
+
+def test_exit_joins_the_threads_of_dropped_iterators():
+    # `break` out of a loop drops the iterator (its threads get the stop signal) but nobody
+    # joins them; at exit they must be joined before Python tears down (a thread frozen in
+    # a device transfer aborted minGPT's adder.py with "FATAL: exception not rethrown")
+    from flowlite.data import loader as L
+    ds = fud.TensorDataset(fl.arange(400).reshape(100, 4))
+    for i, _ in enumerate(fud.DataLoader(ds, batch_size=4, num_workers=2)):
+        if i == 1:
+            break
+    L._shutdown_loader_threads()
+    assert not [t for t in threading.enumerate() if t.name == L.THREAD_NAME and t.is_alive()]

@@ -118,6 +118,11 @@ _live: weakref.WeakSet = weakref.WeakSet()
 def _shutdown_loader_threads() -> None:
     for it in list(_live):
         it.close(timeout=5.0)
+    # threads of iterators already dropped (a `break` out of the loop sets their stop event
+    # but nobody joined them) may still be finishing a batch inside a device transfer
+    for t in threading.enumerate():
+        if t.name == THREAD_NAME and t is not threading.current_thread():
+            t.join(timeout=5.0)
 
 
 class _BatchIterator:
