@@ -17,7 +17,8 @@ from .device import device, Device, default_device, set_default_device
 from .tensor import Tensor, Size, tensor, from_numpy, from_jax
 from . import ops as _ops
 from . import tensor_methods as _tensor_methods  # noqa: F401
-from .tensor_methods import isclose, allclose, equal, diag
+from .tensor_methods import isclose, allclose, equal, diag, LEGACY_TYPES as _LEGACY
+globals().update(_LEGACY)    # FloatTensor, LongTensor, ...: torch's legacy constructors
 from .ops import take, index_fill, index_copy
 from .ops import (
     zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like, arange, linspace,

@@ -361,6 +361,40 @@ def _type(self, dtype=None, non_blocking=False):
     return F.to_dtype(self, dtype)
 
 
+class _LegacyTensorType(type):
+    """torch.FloatTensor & co.: a constructor (`torch.LongTensor([1, 2])`, or a shape
+    `torch.FloatTensor(3, 4)`) and an isinstance test on the dtype."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and D.canonical(obj.dtype) is D.canonical(cls.dtype)
+
+    def __call__(cls, *args, device=None):
+        if len(args) == 1 and isinstance(args[0], (tuple, list)) and args[0] and \
+                all(type(a) is int for a in args[0]) and type(args[0]).__name__ == "Size":
+            args = tuple(args[0])
+        if all(type(a) is int for a in args):
+            # PyTorch leaves the memory uninitialised; flowlite's is zeros
+            return F.zeros(args if args else (0,), dtype=cls.dtype, device=device)
+        if len(args) != 1:
+            raise TypeError(f"{cls.__name__}(): expected a shape (ints) or one sequence / "
+                            f"array / tensor, got {len(args)} arguments")
+        data = args[0]
+        if isinstance(data, Tensor):
+            return F.to_dtype(data, cls.dtype)
+        return _tensor(data, dtype=cls.dtype, device=device)
+
+
+def _legacy_types():
+    out = {}
+    for name, tname in _TYPE_NAMES.items():
+        d = D.from_any(name)
+        out[tname] = _LegacyTensorType(tname, (), {"dtype": d, "__module__": "flowlite",
+                                                   "__doc__": f"torch.{tname}: {d} tensors"})
+    return out
+
+
+LEGACY_TYPES = _legacy_types()
+
 Tensor.isclose = isclose
 Tensor.allclose = allclose
 Tensor.equal = equal

@@ -52,3 +52,21 @@ def test_type_names_and_conversion():
     assert fl.ones(2, dtype=fl.int32).type() == "torch.IntTensor"
     assert fl.ones(2).type("torch.DoubleTensor").dtype == fl.tensor([1.0]).double().dtype
     assert fl.ones(2).type(fl.int32).dtype == fl.int32
+
+
+@pytest.mark.parametrize("name", ["FloatTensor", "LongTensor", "IntTensor", "ByteTensor",
+                                  "BoolTensor", "HalfTensor", "ShortTensor", "CharTensor"])
+def test_legacy_tensor_types_construct_and_isinstance_like_torch(name):
+    F, T = getattr(fl, name), getattr(torch, name)
+    a, b = F([1, 0, 2]), T([1, 0, 2])
+    if name != "LongTensor":        # int64 is stored as int32 without x64 (IntTensor)
+        assert a.type() == b.type() == f"torch.{name}"
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert isinstance(a, F) and isinstance(b, T)
+    assert F(3, 2).shape == T(3, 2).shape and F().shape == T().shape
+    assert F(fl.Size([2, 5])).shape == (2, 5)
+    np.testing.assert_array_equal(F(np.array([3, 1])).numpy(), T(np.array([3, 1])).numpy())
+    other = "FloatTensor" if name != "FloatTensor" else "ByteTensor"
+    assert not isinstance(a, getattr(fl, other))
+    with pytest.raises(TypeError, match=name):
+        F([1], [2])
