@@ -7,6 +7,7 @@ graph once through JAX/XLA, caches it by structure and replays it afterwards.
 """
 from __future__ import annotations
 
+from . import xla_flags as _xla_flags  # noqa: F401  (first: XLA reads its flags once)
 from . import dtypes as _dtypes
 from .dtypes import (DType, float32, float16, bfloat16, float64, int8, int16, int32, int64,
                      uint8, uint32, bool_ as bool, half, double, long, set_default_dtype,
