@@ -117,7 +117,8 @@ from . import extend  # noqa: E402,F401  (the extension API nn/optim/data build 
 from . import nn, optim, data  # noqa: E402  (fl.nn, fl.optim, fl.data like torch.nn/optim)
 # PyTorch's other namespaces, so `import flowlite as torch` reaches torch.utils.data,
 # torch.cuda, torch.accelerator, torch.backends.cudnn (see flowlite.run for `import torch`)
-from . import utils, cuda, accelerator, backends, onnx  # noqa: E402
+from . import utils, cuda, accelerator, backends, onnx, amp  # noqa: E402
+cuda.amp = amp      # torch.cuda.amp.GradScaler / autocast
 from .data import Generator  # noqa: E402
 
 # Lazy tracing allocates a few small objects per op; Python's full (generation-2) garbage

@@ -45,10 +45,26 @@ _DATA = ir.DATA
 _getrefcount = sys.getrefcount
 
 
-def compile(fn=None, *, warmup: int = 1):  # noqa: A001 - flowlite.compile, like torch.compile
-    """Decorator/wrapper: `step = flowlite.compile(step)`."""
+_TORCH_COMPILE_ARGS = frozenset(("fullgraph", "dynamic", "backend", "mode", "options",
+                                  "disable"))
+
+
+def compile(fn=None, *, warmup: int = 1, **torch_kwargs):  # noqa: A001 - like torch.compile
+    """Decorator/wrapper: `step = flowlite.compile(step)`.
+
+    `torch.compile(model)` of a module (ported code) returns the module itself: its forward
+    is already traced into the training step's one executable, and replay applies to a
+    whole step function (one sync per call), not to a forward pass.  torch.compile's
+    keyword arguments are accepted; `disable=True` returns `fn` unchanged."""
+    unknown = set(torch_kwargs) - _TORCH_COMPILE_ARGS
+    if unknown:
+        raise TypeError(f"flowlite.compile: unexpected arguments {sorted(unknown)}")
+    if torch_kwargs.get("disable"):
+        return fn if fn is not None else (lambda f: f)
     if fn is None:
-        return lambda f: CompiledFunction(f, warmup)
+        return lambda f: compile(f, warmup=warmup)
+    if all(hasattr(fn, a) for a in ("forward", "parameters", "state_dict")):
+        return fn
     return CompiledFunction(fn, warmup)
 
 

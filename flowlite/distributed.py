@@ -111,3 +111,42 @@ def global_batch(local: np.ndarray, mesh: Mesh) -> Tensor:
     arr = jax.make_array_from_process_local_data(sh, local)
     t = from_jax(arr)
     return t
+
+
+# ---- torch.distributed's process-group names (what DDP training scripts call) --------------
+_group = {"initialized": False}
+
+
+def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1,
+                       **kwargs) -> None:
+    """torch.distributed.init_process_group: `initialize` from the same environment
+    variables (MASTER_ADDR/MASTER_PORT, WORLD_SIZE, RANK) or arguments; the backend name
+    (nccl, gloo) is accepted — XLA picks the collectives."""
+    if init_method not in (None, "env://"):
+        raise ValueError(f"init_process_group: init_method {init_method!r} is not supported "
+                         "(use env://: MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK)")
+    initialize(num_processes=None if world_size in (None, -1) else int(world_size),
+               process_id=None if rank in (None, -1) else int(rank))
+    _group["initialized"] = True
+
+
+def destroy_process_group(group=None) -> None:
+    if _group["initialized"]:
+        jax.distributed.shutdown()
+        _group["initialized"] = False
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return _group["initialized"]
+
+
+def get_rank(group=None) -> int:
+    return jax.process_index()
+
+
+def get_world_size(group=None) -> int:
+    return jax.process_count()

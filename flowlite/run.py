@@ -67,6 +67,9 @@ TORCH_MODULES = {
     "torch.backends.mps": ".backends.mps",
     "torch.autograd": ".autograd",
     "torch.onnx": ".onnx",          # importable; export raises (flowlite writes no ONNX)
+    "torch.amp": ".amp",            # autocast (no effect, says so), GradScaler
+    "torch.cuda.amp": ".amp",
+    "torch.distributed": ".distributed",   # process groups; DDP is nn.parallel's
 }
 
 
