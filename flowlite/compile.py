@@ -567,7 +567,7 @@ def _replay_args(plan, flat):
 
 def _verify_replay(plan, outs, rng_base):
     """A replay whose checks failed commits nothing: only the outputs that replace a donated
-    leaf in place (computed as where(ok, new, old), so holding the old values) are bound
+    leaf in place (kept at their old values when a check fails) are bound
     back; everything else keeps its value from before the call."""
     exe = plan.exe
     bad = executor.verify(outs[-1], exe.check_infos)

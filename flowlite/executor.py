@@ -287,12 +287,12 @@ class _Structure:
         self.partners = [_replaced_leaf(r, pos) for r in roots]
         self.checked = checked
         # which checks each output is computed from (a bit per check), so a failed run
-        # knows what failed without its graph; outputs that replace a leaf in place (kept
-        # as where(ok, new, old)) never fail
+        # knows what failed without its graph; outputs that replace a leaf in place (they
+        # keep the leaf's old value when a check fails) never fail
         self.masks = _check_masks(order, roots, checks) if checked else None
         self.fallible = [i for i, p in enumerate(self.partners) if p is None]
         # a graph with checks may fail after it ran: then only the outputs that replace a
-        # leaf in place (computed as where(ok, new, old)) give a donated buffer back, so
+        # leaf in place (updated under lax.cond(ok, ...)) give a donated buffer back, so
         # only those leaves are donated
         keep = set(self.partners) if checked else None
         groups = {}
@@ -452,7 +452,7 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
     if failed is not None:
         err, taint = failed
         # outputs computed from a failed op fail; outputs that replace a leaf in place
-        # already hold the leaf's old value (where(ok, new, old)); the rest stands
+        # already hold the leaf's old value (the guarded update); the rest stands
         _rollback([roots[i] for i in taint], err,
                   taint={id(roots[i]): e for i, e in taint.items()})
         raise err
@@ -579,8 +579,8 @@ def _verify_deferred(current=None, wait=True):
 def _roll_back_deferred(rec, bad, later, current):
     err = bad[0][1]
     # the work recorded since was built on the failed results: it commits nothing either
-    # (its in-place updates take their leaves' values — the failed step's where(ok, new,
-    # old) kept the old ones, and a chained step's where(ok and previous ok, ...) too —
+    # (its in-place updates take their leaves' values — the failed step's guarded update
+    # kept the old ones, and a chained step's update, guarded by "ok and previous ok", too —
     # and its other tensors raise this error)
     local = rt.local
     local.checks = []

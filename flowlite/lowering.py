@@ -32,7 +32,7 @@ class Executable:
         self.hits = 0
         self.stats = None
         self.n_checks = 0         # check flags: one extra (n_checks, 2) output, last
-        self.guarded = frozenset()  # outputs computed as where(ok, new, old leaf)
+        self.guarded = frozenset()  # outputs kept at their old leaf when a check fails
         self.need_bytes = 0       # new memory a run allocates (XLA's memory analysis)
         self.check_infos = ()     # the checks' error builders of the last run (for replays)
         self.chained = False      # takes a last argument "previous step ok", returns
