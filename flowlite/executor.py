@@ -527,12 +527,19 @@ def _failures(flags, infos, masks):
         return None
     failed = {}
     for pos, m in enumerate(masks):
-        if m:
-            for i, e in bad:
-                if m >> i & 1:
-                    failed[pos] = e
-                    break
+        e = _first_failure(m, bad)
+        if e is not None:
+            failed[pos] = e
     return bad[0][1], failed
+
+
+def _first_failure(mask, bad):
+    """The error of the first failed check (bad: [(index, error)]) in `mask`, or None."""
+    if mask:
+        for i, e in bad:
+            if mask >> i & 1:
+                return e
+    return None
 
 
 class _Unverified:
@@ -587,13 +594,10 @@ def _roll_back_deferred(rec, bad, later, current):
     _rollback(live_pending_roots() if current is None else current, err, rng=False)
     roots, taint, undo = [], {}, []
     for r, m in rec.fallible:
-        r = r()
-        if r is not None and m:
-            for i, e in bad:
-                if m >> i & 1:
-                    roots.append(r)
-                    taint[id(r)] = e
-                    break
+        r, e = r(), _first_failure(m, bad)
+        if r is not None and e is not None:
+            roots.append(r)
+            taint[id(r)] = e
     undo.extend(rec.undo)
     for x in later:
         for r, _ in x.fallible:

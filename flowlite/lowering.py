@@ -66,6 +66,7 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     n_leaves = len(leaf_slots)
 
     inner, ext = _guarded_only(program, out_slots, check_slots, guards)
+    outer = [e for k, e in enumerate(program) if k not in inner] if inner else program
 
     def run_program(*flat_args):
         env = [None] * n_slots
@@ -75,7 +76,7 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             packs = flat_args[n_leaves]
             for s, p, k in scalar_map:
                 env[s] = packs[p][k]
-        _run_entries(program, env, skip=inner)
+        _run_entries(outer, env)
         if check_slots:
             flags = jnp.stack([env[s] for s in check_slots])
             ok = jnp.all(flags[:, 0] == 0)
@@ -100,10 +101,9 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     return jitted.lower(*args)
 
 
-def _run_entries(program, env, skip=frozenset()):
-    for k, (lower, attrs, ins, out, dt) in enumerate(program):
-        if k in skip:
-            continue
+def _run_entries(entries, env):
+    """Lower program entries in order into `env` (a slot list, or a dict for a branch)."""
+    for lower, attrs, ins, out, dt in entries:
         v = lower(attrs, *[env[i] for i in ins])
         if dt is not None and v.dtype != dt:
             v = v.astype(dt)
@@ -142,11 +142,7 @@ def _guarded_update(program, inner, ext, guards, out_slots, env, ok):
 
     def update(ext_vals, olds):
         local = dict(zip(ext, ext_vals))
-        for lower, attrs, ins, out, dt in entries:
-            v = lower(attrs, *[local[i] for i in ins])
-            if dt is not None and v.dtype != dt:
-                v = v.astype(dt)
-            local[out] = v
+        _run_entries(entries, local)
         return tuple(local[s] if s in local else env[s] for s in slots)
 
     def keep(ext_vals, olds):
