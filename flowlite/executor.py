@@ -22,7 +22,7 @@ import weakref
 import jax
 import numpy as np
 
-from . import ir, metrics
+from . import buckets, ir, metrics
 from .device import default_device
 from .lowering import Executable, build_executable  # noqa: F401  (Executable: re-exported)
 from .runtime import rt
@@ -362,6 +362,10 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
     if device.type == "mesh":   # the sharding of every input is part of the key
         key += tuple(leaf.value.sharding for leaf in leaves)
     st = _cache.get(key)
+    if st is None and not defer and buckets._state["on"] and device.type != "mesh" and \
+            not observers and not rt.flags["eager"] and \
+            _run_bucketed(order, leaves, scalars, base, roots, checks, device, cause, t0):
+        return
     if st is None:
         st = _cache[key] = _Structure(order, leaves, roots, base, checks)
         if len(_cache) > _limit["structures"]:
@@ -442,13 +446,7 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
         r.sig = sig
         if r.device is None:
             r.device = device
-    metrics.note_execution(t0, t1, t2)
-    metrics._C["graph_nodes"] += len(order)
-    metrics.last_sync[:] = [t0, t1, t2, len(order)]
-    rt.exec_epoch = epoch = rt.exec_epoch + 1
-    causes = rt.exec_causes
-    causes[epoch] = cause
-    causes.pop(epoch - 64, None)
+    _note_run(t0, t1, t2, len(order), cause)
     if failed is not None:
         err, taint = failed
         # outputs computed from a failed op fail; outputs that replace a leaf in place
@@ -456,6 +454,85 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
         _rollback([roots[i] for i in taint], err,
                   taint={id(roots[i]): e for i, e in taint.items()})
         raise err
+
+
+def _note_run(t0, t1, t2, n_nodes, cause):
+    metrics.note_execution(t0, t1, t2)
+    metrics._C["graph_nodes"] += n_nodes
+    metrics.last_sync[:] = [t0, t1, t2, n_nodes]
+    rt.exec_epoch = epoch = rt.exec_epoch + 1
+    causes = rt.exec_causes
+    causes[epoch] = cause
+    causes.pop(epoch - 64, None)
+
+
+def _run_bucketed(order, leaves, scalars, base, roots, checks, device, cause, t0):
+    """Run the graph with the executable of its length family's bucket (buckets.py), compiling
+    that once per bucket; False when the graph is not (yet) one of a family, or a primitive
+    of it has no padding rule: the caller compiles it exactly."""
+    for r in roots:
+        if _replaced_input(r) is not None:      # an in-place update (an optimizer step)
+            return False
+    fam = buckets.family_of(order, leaves, scalars, base, roots, checks, device)
+    if fam is None:
+        return False
+    key, ints, nodes = fam
+    got = buckets.lookup(key, ints)
+    if got is None or got[0] is None:
+        return False
+    tpl, s = got
+    try:
+        ran = buckets.prepare(tpl, s, nodes, key[2], key[3], device)
+    except buckets.Unsupported:
+        tpl.bad = True
+        return False
+    if ran is None:
+        return False
+    exe, args, out_shapes, compile_s = ran
+    if compile_s is not None:
+        metrics.note_compile(compile_s, len(order), len(args), len(roots), cause)
+        rt.on_compile(cause, order, leaves, scalars, roots, exe)
+    else:
+        exe.hits += 1
+        metrics._C["cache_hits"] += 1
+        rt.on_run(cause, exe)
+    if exe.need_bytes > _BIG:
+        err = memory_error(exe, device)
+        if err is not None:
+            _rollback(roots, err)
+            raise err
+    if rt.local.unverified is not None:
+        _verify_deferred(roots)
+    t1 = time.perf_counter()
+    try:
+        outs = exe.fn(*args)
+    except Exception as e:
+        _rollback(roots, e)
+        raise
+    t2 = time.perf_counter()
+    del args
+    failed = None
+    if checks:
+        exe.check_infos = infos = [c.site for c in checks]
+        failed = _failures(outs[-1], infos, _check_masks(order, roots, checks))
+    for r, v, shp in zip(roots, outs, out_shapes):
+        if buckets.padded_shape(shp):
+            buckets.unpad(r, v)     # stays padded on the device; reads slice it
+            continue
+        r.op = _DATA
+        r.inputs = ()
+        r.attrs = ()
+        r.value = v
+        r.sig = ir.intern_sig((_DATA, (), r.shape, r.dtype, 0))
+        if r.device is None:
+            r.device = device
+    _note_run(t0, t1, t2, len(order), cause)
+    if failed is not None:
+        err, taint = failed
+        _rollback([roots[i] for i in taint], err,
+                  taint={id(roots[i]): e for i, e in taint.items()})
+        raise err
+    return True
 
 
 _TRUE = {}
@@ -477,6 +554,11 @@ def host_view(n):
     """The value of `n` computed on the host when it is only slicing / reshaping /
     transposing of a materialised CPU array (`int(x[i, j])` in a Python loop): numpy views,
     exact, and no executable to compile for every new index; else None (the caller syncs)."""
+    if n.op is buckets.UNPAD:      # a bucketed output: its padded buffer, sliced
+        v = n.inputs[0].value
+        if n.inputs[0].op is not _DATA or not isinstance(v, jax.Array) or v.is_deleted():
+            return None
+        return np.asarray(v)[tuple(slice(0, d) for d in n.shape)]
     ops = []
     while n.op.name in _HOST_VIEW_OPS and len(n.inputs) == 1 and len(ops) < 8:
         ops.append(n)

@@ -984,8 +984,9 @@ def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=
 
 # ---- attention ---------------------------------------------------------------------------------
 def _causal_mask(L, S, device):
-    return _const(("causal", L, S), lambda: np.tril(np.ones((L, S), dtype=bool)), D.bool_,
-                  device)
+    # built in the graph (an iota comparison XLA fuses into the scores' select), not uploaded:
+    # no host constant per length, and a growing context stays one program (buckets.py)
+    return F.tril(F.full((L, S), True, dtype=D.bool_, device=device))
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
