@@ -106,11 +106,12 @@ def _erase(x, ints):
 def _family_sig(n):
     got = _memo.get(n.sig)
     if got is None:
-        ints = list(n.shape)
+        ints = []
+        shape = _erase(tuple(n.shape), ints)     # (a multi-output node's is nested)
         attrs = _erase(n.attrs, ints)
         # (equal signatures can hold 0 and 0.0 alike: the first one seen defines the erasure)
-        got = _memo[n.sig] = (ir.intern_sig(("family", n.op, attrs, len(n.shape), n.dtype,
-                                             len(n.inputs))), tuple(ints), attrs)
+        got = _memo[n.sig] = (ir.intern_sig(("family", n.op, shape, attrs, n.dtype,
+                                             len(n.inputs))), tuple(ints), shape, attrs)
     return got
 
 
@@ -138,10 +139,10 @@ def family_of(order, leaves, scalars, base, roots, checks, device):
             continue
         new[slot] = len(nodes)
         if n.op is UNPAD and id(n.inputs[0]) in ghost:
-            fs, xs, _ = _data_sig(n)
+            fs, xs, _, _ = _data_sig(n)
             entries.append((fs,))
         else:
-            fs, xs, _ = _family_sig(n)
+            fs, xs, _, _ = _family_sig(n)
             entries.append((fs,) + tuple(new[i.mark - base] for i in n.inputs))
         nodes.append(n)
         ints.extend(xs)
@@ -251,19 +252,23 @@ def _skeleton(tpl, nodes):
     for n in nodes:
         fed = n.op is UNPAD and n.inputs[0].op is ir.DATA
         leaf = fed or n.op is ir.DATA or n.op is ir.SCALAR
-        _, xs, attrs = _data_sig(n) if fed else _family_sig(n)
-        nshape = len(n.shape)
+        _, xs, shape, attrs = _data_sig(n) if fed else _family_sig(n)
         it = iter(range(pos, pos + len(xs)))
-        shape = tuple(_rebuild(_INT, it, K, C) for _ in range(nshape))
+        shape = _rebuild(shape, it, K, C)
         attrs = () if leaf else _rebuild(attrs, it, K, C)
         pos += len(xs)
-        for d in shape:
-            if isinstance(d, Sym) and d.k < 0:
-                raise Unsupported("a size that shrinks as the length grows")
+        if _shrinks(shape):
+            raise Unsupported("a size that shrinks as the length grows")
         op = ir.DATA if fed else n.op
         out.append((op, attrs, shape, n.dtype,
                     () if leaf else tuple(where[id(i)] for i in n.inputs)))
     return out
+
+
+def _shrinks(x):
+    if isinstance(x, Sym):
+        return x.k < 0
+    return type(x) is tuple and any(_shrinks(e) for e in x)
 
 
 def _syms(x):

@@ -868,6 +868,7 @@ def clear_cache() -> None:
     """Drop every compiled executable (the next sync of each graph compiles again, or loads
     it from JAX's persistent cache)."""
     _cache.clear()
+    buckets.clear()
 
 
 def set_cache_limit(n: int) -> None:

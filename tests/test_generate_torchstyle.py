@@ -4,8 +4,9 @@ masking with -inf, softmax, multinomial, cat — runs unchanged with `import flo
 
 Checked: the same weights give PyTorch's tokens (greedy: top_k=1 makes multinomial exact);
 sampling with top-k draws only among the k most likely tokens; one executable per token;
-and the measured compile behaviour (documented in the README): one compile per distinct
-sequence length, none when the same generation runs again."""
+and the measured compile behaviour (documented in the README): the growing context is one
+length family (flowlite/buckets.py) — a few compiles while it is recognised, then one per
+bucket of lengths, none when the same generation runs again — with PyTorch's tokens."""
 import os
 import sys
 
@@ -76,3 +77,22 @@ def test_one_executable_per_token_and_no_recompiles_when_run_again(models):
     c2 = fl.metrics.counters()
     assert c2["compiles"] == c1["compiles"]            # same lengths again: all cache hits
     assert c2["executions"] - c1["executions"] <= n_new + 1
+
+
+def test_long_generation_compiles_per_bucket_not_per_length_with_pytorchs_tokens(models):
+    from flowlite import buckets
+    ours, theirs = models
+    fl.clear_cache()
+    buckets.set_buckets(True)
+    prompt = np.array([[3], [5]], np.int64)
+    n_new = 24                  # lengths 1..8 grow, 9..24 are cropped to block_size
+    c0 = fl.metrics.counters()
+    got = ours.generate(fl.from_numpy(prompt), n_new, temperature=0.8, top_k=1).numpy()
+    c1 = fl.metrics.counters()
+    ref = theirs.generate(pt.from_numpy(prompt), n_new, temperature=0.8, top_k=1).numpy()
+    np.testing.assert_array_equal(got, ref)
+    # exact per length: 24 compiles.  Here: the first token's graph, then two families of
+    # lengths (growing; cropped, where only idx grows), each two exact graphs to recognise it
+    # and one executable per bucket (16, then 32 once idx passes 16 tokens)
+    assert c1["compiles"] - c0["compiles"] <= 9
+    assert c1["executions"] - c0["executions"] <= n_new + 1
