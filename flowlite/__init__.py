@@ -52,6 +52,7 @@ from .metrics import user_site as _user_site
 
 clear_cache = _executor.clear_cache
 set_cache_limit = _executor.set_cache_limit
+from .buckets import set_buckets, buckets_enabled  # noqa: E402
 # checked execution (index bounds, integer division by zero) and its errors
 from .checks import (set_checks, checks_enabled, IndexOutOfRangeError,  # noqa: E402
                      IntegerDivisionByZeroError)
