@@ -307,7 +307,8 @@ class Optimizer:
                 raise RuntimeError(f"optimizer: gradient shape {tuple(gshape)} does not match "
                                    f"parameter shape {tuple(pshape)}")
         rec = self._recorded[gi]
-        if rec is None or not _same_entries(group, rec[0]) or rec[1] != self._keys[gi]:
+        if rec is None or not _same_entries(group, rec[0]) or rec[1] != self._keys[gi] or \
+                rec[2][1] != len(params):
             rec = self._recorded[gi] = self._prepare_group(gi, rec)
         attrs, hps, memo = rec[2], rec[3], rec[4]
         state = self._opt_state[gi]
