@@ -25,6 +25,8 @@ from .metrics import _C, user_site
 from .runtime import rt
 
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
+_Node = ir.Node
+_new_node = ir.Node.__new__
 _UNSAFE = "untemplated"
 _MAX_TEMPLATES = 256
 
@@ -130,12 +132,21 @@ def emit(t, env, edges, Tensor):
     flags = _flags
     site = user_site(3) if flags["track_sites"] else None   # backward's line, as the rules get
     env.extend(t.consts)
-    make = ir.node_with_sig
+    new = _new_node
     append = env.append
     for op, ins, attrs, shape, dtype, device, sig in t.steps:
-        n = make(op, tuple([env[j] for j in ins]), attrs, shape, dtype, device, sig)
-        if site is not None:
-            n.site = site
+        n = new(_Node)          # ir.node_with_sig, inline: one per backward node per step
+        n.op = op
+        n.inputs = tuple([env[j] for j in ins])
+        n.attrs = attrs
+        n.shape = shape
+        n.dtype = dtype
+        n.device = device
+        n.value = None
+        n.site = site
+        n.mark = 0
+        n.size = None
+        n.sig = sig
         append(n)
     _C["ops"] += len(t.steps)
     _C["backward_templates"] += 1

@@ -68,7 +68,10 @@ class Prim:
 
 class Node:
     """One IR node.  `op is DATA` marks a materialised value (`value` is a
-    jax.Array); `op is SCALAR` a host Python scalar passed in as data."""
+    jax.Array); `op is SCALAR` a host Python scalar passed in as data.
+
+    The tracing hot paths (tensor.apply, recording.record_into, backward_templates.emit)
+    build nodes inline, as `node_with_sig` does: a new slot must be set there too."""
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "device", "sig", "value",
                  "site", "mark", "size", "__weakref__")
 

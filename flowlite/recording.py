@@ -20,6 +20,8 @@ from .views import (_Root, _View, _alias_of, _mark, _note_undo, orphan, rebound,
                     write_view)
 
 _DATA = ir.DATA
+_Node = ir.Node
+_new_node = ir.Node.__new__
 _ref = weakref.ref
 record = apply
 _TRUE = True
@@ -152,10 +154,24 @@ def record_into(targets, prim, inputs, attrs, memo=None) -> None:
                                   for j in range(n)]
     ins = (node,)
     device = node.device
-    for j in range(n):
+    pending = rt.local.pending
+    new = _new_node
+    for j in range(n):          # node_with_sig, inline: this runs for every target
         t = targets[j]
-        t._node = ir.node_with_sig(tuple_get, ins, (j, n), shapes[j], dts[j], device, sigs[j])
-        rt.local.pending.append(_ref(t))
+        p = new(_Node)
+        p.op = tuple_get
+        p.inputs = ins
+        p.attrs = (j, n)
+        p.shape = shapes[j]
+        p.dtype = dts[j]
+        p.device = device
+        p.value = None
+        p.site = None
+        p.mark = 0
+        p.size = None
+        p.sig = sigs[j]
+        t._node = p
+        pending.append(_ref(t))
         if t._alias is not None:
             rebound(t)
     _C["ops"] += n

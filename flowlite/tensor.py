@@ -20,7 +20,7 @@ from .mesh import device_for_sharding
 from .metrics import _C, user_site
 from .printing import tensor_repr
 from .runtime import rt
-from .tape import AccumulateGrad, GradFn, _state, register as _register_fn
+from .tape import AccumulateGrad, GradFn, _state
 
 _Node = ir.Node
 Size = ir.Size
@@ -28,6 +28,10 @@ _DATA, _SCALAR = ir.DATA, ir.SCALAR
 _ref = weakref.ref
 _local = rt.local
 _GradFn = GradFn
+_new_node = _Node.__new__
+_new_fn = GradFn.__new__
+_SIGS = ir._SIGS
+_intern_sig = ir.intern_sig
 
 
 class Tensor:
@@ -243,6 +247,9 @@ class Tensor:
             return format(self.item(), spec)
         return repr(self)
 
+_new_tensor = Tensor.__new__
+
+
 def _graph_guard(n):
     if n == 1:
         rt.on_first_pending(user_site(3))
@@ -300,6 +307,8 @@ def _fmt_attrs(attrs):
 
 def apply(prim, inputs, attrs=(), shape=None, dtype=None):
     """Record `prim(*inputs)`; returns a pending Tensor."""
+    # the hot path of all tracing: the node, its handle and its GradFn are built inline
+    # (no Node/Tensor/GradFn constructor calls; what they do is spelled out here)
     nodes = tuple([t._node for t in inputs])
     device = None
     for n in nodes:
@@ -315,9 +324,31 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
         device = default_device()
     if shape is None:
         shape, dtype = infer(prim, attrs, nodes)
-    node = _Node(prim, nodes, attrs, shape, dtype, device)
+    node = _new_node(_Node)
+    node.op = prim
+    node.inputs = nodes
+    node.attrs = attrs
+    node.shape = shape
+    node.dtype = dtype
+    node.device = device
+    node.value = None
+    node.site = None
+    node.mark = 0
+    node.size = None
+    sig_key = (prim, attrs, shape, dtype, len(nodes))
+    sig = _SIGS.get(sig_key)
+    node.sig = sig if sig is not None else _intern_sig(sig_key)
     _C["ops"] += 1
-    out = Tensor(node)
+    out = _new_tensor(Tensor)
+    out._node = node
+    out.grad = None
+    out._alias = None
+    out._edge = None
+    pending = _local.pending
+    pending.append(_ref(out))            # every handle on pending work is a sync root
+    n = len(pending)
+    if n == 1 or not n & 0x3FFF:
+        _graph_guard(n)
     if not prim.nondiff and _state.enabled:
         edges = tuple([t._edge for t in inputs])
         for e in edges:
@@ -326,9 +357,17 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
                     # the tape holds its own tuple: the executor counts the references to
                     # a leaf to tell whether anything outside the graph (here: the tape)
                     # still needs its buffer before donating it
-                    fn = _GradFn(prim, attrs, (*nodes,), edges, node)
+                    fn = _new_fn(_GradFn)
+                    fn.epoch = rt.exec_epoch
+                    fn.sig = node.sig
+                    fn.prim = prim
+                    fn.attrs = attrs
+                    fn.inputs = (*nodes,)
+                    fn.edges = edges
+                    fn.out = node
+                    fn.retain = None
                     out._edge = fn
-                    _register_fn(fn)
+                    _local.live.append(_ref(fn))
                 break
     if rt.debug_on:
         _on_new_node(node)

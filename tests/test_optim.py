@@ -402,6 +402,30 @@ def test_state_dict_round_trip_continues_identically(tmp_path, name, kw):
             np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
+def test_state_dict_saved_with_hyperparameters_in_the_state_still_loads():
+    # flowlite's layout used to keep optax.inject_hyperparams' state: leaf0 the count, then
+    # one leaf per hyper-parameter (sorted by name), then the transformation's state
+    ps = fl_params()
+    opt = optim.Adam(ps, lr=0.05, weight_decay=0.1)
+    fl_trajectory(opt, ps, 3)
+    sd = opt.state_dict()
+    entry = sd["state"][0]
+    hyper = [0.9, 0.999, 1e-8, 0.05, 0.1]        # b1, b2, eps, learning_rate, weight_decay
+    old = {"leaf0": entry["leaf0"]}
+    old.update({f"leaf{1 + j}": fl.tensor(v, dtype=fl.float32) for j, v in enumerate(hyper)})
+    old.update({f"leaf{j + len(hyper)}": entry[f"leaf{j}"] for j in range(1, len(entry))})
+    legacy = dict(sd, state={0: old})
+    saved = [p.numpy().copy() for p in ps]
+    want = fl_trajectory(opt, ps, 3)
+    ps2 = [fl.tensor(v, requires_grad=True) for v in saved]
+    opt2 = optim.Adam(ps2)
+    opt2.load_state_dict(legacy)
+    got = fl_trajectory(opt2, ps2, 3)
+    for g, w in zip(got, want):
+        for a, b in zip(g, w):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
 def test_load_state_dict_mismatch_errors():
     ps = fl_params()
     sd = optim.Adam(ps).state_dict()

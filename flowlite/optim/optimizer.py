@@ -4,13 +4,21 @@
 lowering runs the group's optax transformation (`tx.update` +
 `optax.apply_updates`) inside the step's executable, then syncs.  Parameters
 and optimizer state are rebound to that node's outputs, so their old buffers
-are donated.  Numeric hyper-parameters (lr, betas, eps, weight_decay, ...) are
-injected through `optax.inject_hyperparams` and enter the graph as data:
-changing them — by a scheduler or by hand — never recompiles.
+are donated.  Numeric hyper-parameters (lr, betas, eps, weight_decay, ...) enter
+the graph as data — host scalars, which the executor packs into one float32
+argument of the step's executable — and the lowering builds the transformation
+from them (what `optax.inject_hyperparams` does, without keeping a copy of every
+hyper-parameter in the state: no extra state inputs and outputs per group).
+Changing them — by a scheduler or by hand — never recompiles.
+
+Recording is the hot path of every step, so while a group's entries are the very
+same objects as at the last step, the transformation, its key and the
+hyper-parameter tensors of that step are reused as they are.
 """
 from __future__ import annotations
 
 import weakref
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,11 +35,31 @@ to_dtype = extend.ops.to_dtype
 _TX: dict = {}
 
 
-def _register_tx(key, build):
-    entry = _TX.get(key)
-    if entry is None:
-        entry = _TX[key] = build()
-    return key
+class StepState(NamedTuple):
+    """A flowlite optimizer's state for one group: the step count (PyTorch's "step") and
+    the optax transformation's own state.  Hyper-parameters are not state: they arrive as
+    inputs of every update."""
+    count: Any
+    inner_state: Any
+
+
+class _Factory:
+    """A flowlite optimizer's transformation: `factory(**hyper, **static)`, built inside the
+    update's lowering from that step's hyper-parameter values (traced float32 scalars)."""
+    __slots__ = ("factory", "static")
+
+    def __init__(self, factory, static):
+        self.factory = factory
+        self.static = dict(static)
+
+    def build(self, hyper):
+        return self.factory(**hyper, **self.static)
+
+    def init(self, params, hyper):
+        # float32 hyper-parameters whatever the parameter dtype (as optax.inject_hyperparams
+        # with hyperparam_dtype=float32: b2=0.999 in bfloat16 would round to 1.0)
+        hp = {k: jnp.asarray(v, jnp.float32) for k, v in hyper.items()}
+        return StepState(jnp.zeros([], jnp.int32), self.build(hp).init(params))
 
 
 _causes: dict = {}
@@ -53,15 +81,22 @@ def _lower_update(attrs, *xs):
     old_leaves = xs[2 * n:2 * n + n_state]
     state = jax.tree_util.tree_unflatten(state_treedef, old_leaves)
     hps = xs[2 * n + n_state:]
-    if hp_names:
-        hyper = dict(state.hyperparams)
-        for name, v in zip(hp_names, hps):
-            hyper[name] = v.astype(jax.numpy.asarray(hyper[name]).dtype)
-        state = state._replace(hyperparams=hyper)
     if maximize:
         grads = [-g for g in grads]
     grads = [g.astype(p.dtype) for g, p in zip(grads, params)]
-    updates, new_state = tx.update(grads, state, params)
+    if type(tx) is _Factory:
+        inner = tx.build({name: v.astype(jnp.float32) for name, v in zip(hp_names, hps)})
+        updates, new_inner = inner.update(grads, state.inner_state, params)
+        new_state = StepState(optax.safe_increment(state.count), new_inner)
+    else:
+        # an Optax optimizer: the user's transformation, hyper-parameters (if any) injected
+        # into its optax.inject_hyperparams state
+        if hp_names:
+            hyper = dict(state.hyperparams)
+            for name, v in zip(hp_names, hps):
+                hyper[name] = v.astype(jax.numpy.asarray(hyper[name]).dtype)
+            state = state._replace(hyperparams=hyper)
+        updates, new_state = tx.update(grads, state, params)
     new_params = optax.apply_updates(params, updates)
     new_params = [q.astype(p.dtype) for q, p in zip(new_params, params)]
     # state keeps its dtypes (e.g. bfloat16 moments for bfloat16 params, as in PyTorch) even
@@ -108,9 +143,9 @@ class Optimizer:
         self.state = torch_state.ParamState(self)   # per parameter, torch's names
         self._opt_state: list = []   # per group: list of state Tensors (optax leaves)
         self._treedefs: list = []
-        self._update_memo: dict = {}   # group index -> record_into's memo for its update
         self._keys: list = []        # per group: registry key of the transformation in use
         self._group_steps: list = []  # per group: updates recorded (host-side mirror of count)
+        self._recorded: list = []    # per group: what its last update reused (see _record_group)
         self._step_count = 0
         params = list(params)
         if not params:
@@ -181,22 +216,20 @@ class Optimizer:
         # maximize flips the update's sign inside the recorded node: part of its structure
         key = (type(self).__name__, factory, tuple(sorted(static.items())), tuple(sorted(hyper)),
                bool(group.get("maximize", False)))
-
-        def build():
-            # float32 hyper-parameters whatever the parameter dtype (optax's default is the
-            # params' dtype: b2=0.999 in bfloat16 rounds to 1.0)
-            return optax.inject_hyperparams(factory, static_args=tuple(static),
-                                            hyperparam_dtype=jnp.float32)(
-                **{k: float(_as_float(v)) for k, v in hyper.items()}, **static)
-        _register_tx(key, build)
+        if key not in _TX:
+            _TX[key] = _Factory(factory, static)
         return key, hyper
 
     def _init_values(self, gi, key):
         group = self.param_groups[gi]
         dev = group["params"][0].device if group["params"] else None
         with jax.default_device(dev.jax_device if dev and dev.type != "mesh" else None):
-            return _TX[key].init([jnp.zeros(tuple(p.shape), p.dtype.np)
-                                  for p in group["params"]])
+            zeros = [jnp.zeros(tuple(p.shape), p.dtype.np) for p in group["params"]]
+            tx = _TX[key]
+            if type(tx) is _Factory:
+                hyper = {k: float(_as_float(v)) for k, v in self._tx_for(gi)[1].items()}
+                return tx.init(zeros, hyper)
+            return tx.init(zeros)
 
     def _init_state(self, gi):
         key, _ = self._tx_for(gi)
@@ -206,6 +239,7 @@ class Optimizer:
         self._treedefs.append(treedef)
         self._keys.append(key)
         self._group_steps.append(0)
+        self._recorded.append(None)
 
     def _sync_structure(self, gi):
         """The group's transformation for its current options; returns (key, hyper).
@@ -217,9 +251,11 @@ class Optimizer:
         if key != self._keys[gi]:
             old = self._opt_state[gi]
             group = self.param_groups[gi]
+            tx = _TX[key]
+            init = (lambda ps: tx.init(ps, hyper)) if type(tx) is _Factory else tx.init
             shapes = jax.eval_shape(
-                _TX[key].init, [jax.ShapeDtypeStruct(tuple(p.shape), p.dtype.np)
-                                for p in group["params"]])
+                init, [jax.ShapeDtypeStruct(tuple(p.shape), p.dtype.np)
+                       for p in group["params"]])
             leaves, treedef = jax.tree_util.tree_flatten(shapes)
             same = treedef == self._treedefs[gi] and all(
                 tuple(a.shape) == tuple(b.shape) and a.dtype == b.dtype.np
@@ -257,34 +293,49 @@ class Optimizer:
     def _record_group(self, gi):
         group = self.param_groups[gi]
         params = group["params"]
-        live = [i for i, p in enumerate(params) if p.grad is not None]
-        if not live:
-            return
-        key, hyper = self._sync_structure(gi)
-        hp_names = tuple(sorted(hyper))
-        state = self._opt_state[gi]
-        treedef = self._treedefs[gi]
-        if len(live) != len(params):
+        gs = [p.grad for p in params]
+        if any(g is None for g in gs):        # (not `None in gs`: that compares tensors)
+            if all(g is None for g in gs):
+                return
             # a subset of params has grads: update them alone, keeping their state slices
-            return self._record_subset(gi, live, key, hyper)
-        ps = params
-        gs = [p.grad for p in ps]
-        for p, g in zip(ps, gs):
-            gshape, pshape = g.shape, p.shape
+            key, hyper = self._sync_structure(gi)
+            return self._record_subset(gi, [i for i, g in enumerate(gs) if g is not None],
+                                       key, hyper)
+        for p, g in zip(params, gs):
+            gshape, pshape = g._node.shape, p._node.shape
             if gshape != pshape:
                 raise RuntimeError(f"optimizer: gradient shape {tuple(gshape)} does not match "
                                    f"parameter shape {tuple(pshape)}")
-        hps = [self._hparam(gi, k, hyper[k]) for k in hp_names]
-        targets = list(ps) + state
-        inputs = tuple(ps) + tuple(gs) + tuple(state) + tuple(hps)
-        attrs = (key, len(ps), treedef, hp_names, bool(group.get("maximize", False)))
+        rec = self._recorded[gi]
+        if rec is None or not _same_entries(group, rec[0]) or rec[1] != self._keys[gi] or \
+                rec[2][1] != len(params):
+            rec = self._recorded[gi] = self._prepare_group(gi, rec)
+        attrs, hps, memo = rec[2], rec[3], rec[4]
+        state = self._opt_state[gi]
+        record_into([*params, *state], optax_update, (*params, *gs, *state, *hps), attrs, memo)
+        self._group_steps[gi] += 1
+
+    def _prepare_group(self, gi, prev):
+        """(snapshot of the group's entries, key, attrs, hyper-parameter tensors, memo, those
+        tensors by name): what the group's update records while its entries stay the same
+        objects.  Hyper-parameter tensors whose value is unchanged are kept (a scheduler
+        changes lr alone)."""
+        group = self.param_groups[gi]
+        key, hyper = self._sync_structure(gi)
+        hp_names = tuple(sorted(hyper))
+        old = prev[5] if prev is not None else {}
+        vals = {k: float(_as_float(hyper[k])) for k in hp_names}
+        hps = tuple([old[k] if k in old and old[k]._node.value == vals[k] else
+                     self._hparam(gi, k, vals[k]) for k in hp_names])
+        attrs = (key, len(group["params"]), self._treedefs[gi], hp_names,
+                 bool(group.get("maximize", False)))
+        # flowlite's own optimizers derive everything from the group's entries: while those
+        # are the same objects, all of this holds; others (Optax, user overrides) re-read
+        snap = _group_entries(group) if self._hyperparams_from_group() else None
         # the update node's signature hashes every shape and the optax treedef: record_into
         # interns it once per group and reuses it while nothing it covers has changed
-        memo = self._update_memo.get(gi)
-        if memo is None:
-            memo = self._update_memo[gi] = {}
-        record_into(targets, optax_update, inputs, attrs, memo)
-        self._group_steps[gi] += 1
+        memo = prev[4] if prev is not None else {}
+        return (snap, key, attrs, hps, memo, dict(zip(hp_names, hps)))
 
     def _torch_state_dict(self) -> dict:
         return torch_state.torch_state_dict(self)
@@ -342,6 +393,18 @@ class Optimizer:
                  for gi, st in enumerate(self._opt_state)}
         return {"state": state, "param_groups": groups, "step": self._step_count}
 
+    def _without_saved_hyperparams(self, gi, entry, n):
+        """A state saved before hyper-parameters left the state (flowlite's layout kept the
+        optax.inject_hyperparams state: leaf0 the count, then one leaf per hyper-parameter,
+        sorted by name, then the transformation's state) in today's layout."""
+        k = len(self._keys[gi][3]) if type(_TX.get(self._keys[gi])) is _Factory else 0
+        if not k or len(entry) != n + k or any(f"leaf{j}" not in entry for j in range(n + k)):
+            return entry
+        out = {"leaf0": entry["leaf0"]}
+        for j in range(1, n):
+            out[f"leaf{j}"] = entry[f"leaf{j + k}"]
+        return out
+
     def load_state_dict(self, sd: dict) -> None:
         if self._torch_state_names is not None and not _is_leaf_layout(sd["state"]):
             return self._load_torch_state_dict(sd)
@@ -365,6 +428,7 @@ class Optimizer:
             entry = state.get(gi, state.get(str(gi)))
             if entry is None:
                 raise KeyError(f"optimizer state for group {gi} missing from the state dict")
+            entry = self._without_saved_hyperparams(gi, entry, len(st))
             if len(entry) != len(st):
                 raise ValueError(f"optimizer state of group {gi} has {len(entry)} entries in "
                                  f"the state dict, {len(st)} expected (another optimizer or "
@@ -382,6 +446,37 @@ class Optimizer:
                 with no_grad():
                     rebind(t, to_dtype(v.to(t.device), t.dtype), "load_state_dict")
         self._step_count = int(sd.get("step", 0))
+
+
+def _group_entries(group):
+    """A group's entries (but its params) when every value is an immutable scalar or a tuple
+    of them — so that the very same objects mean the same values — else None."""
+    items = []
+    for k, v in group.items():
+        if k == "params":
+            continue
+        t = type(v)
+        if t is tuple:
+            if not all(type(x) in _IMMUTABLE for x in v):
+                return None
+        elif t not in _IMMUTABLE:
+            return None
+        items.append((k, v))
+    return len(group), tuple(items)
+
+
+_IMMUTABLE = frozenset((int, float, bool, str, type(None)))
+_MISSING = object()
+
+
+def _same_entries(group, snap) -> bool:
+    if snap is None or len(group) != snap[0]:
+        return False
+    get = group.get
+    for k, v in snap[1]:
+        if get(k, _MISSING) is not v:      # identity, not ==: == could reach a Tensor
+            return False
+    return True
 
 
 def _is_leaf_layout(state) -> bool:

@@ -6,7 +6,7 @@ parameter that has never been stepped.  flowlite keeps one optax state per group
 mapping is read off the optax state tree itself: a NamedTuple field named in the
 optimizer's `_torch_state_names` holds either one leaf per parameter (a list) or one scalar
 per group (PyTorch stores a copy per parameter, e.g. ASGD's eta and mu); every `count` field is
-the step; hyper-parameters are not state (they are re-injected from the group every step).
+the step; hyper-parameters are not state (they are inputs of every update, read from the group).
 """
 from __future__ import annotations
 

@@ -24,8 +24,9 @@ with optax's own and is usable outside flowlite:
 - `asgd`, `rprop`        PyTorch's ASGD and Rprop as whole updates (optax has no ASGD; its
                          rprop differs in when step sizes start and how they are masked).
 
-All hyper-parameters may be traced values (they arrive through
-`optax.inject_hyperparams`), so no Python control flow depends on them.
+All hyper-parameters may be traced values (flowlite builds each transformation inside the
+step's lowering from the step's hyper-parameter inputs, as `optax.inject_hyperparams`
+does), so no Python control flow depends on them.
 """
 from __future__ import annotations
 
