@@ -34,7 +34,7 @@ from jax import lax
 from jax.sharding import SingleDeviceSharding
 
 from . import ir
-from .lowering import Executable, _stats
+from .lowering import Executable, _stats, load_arguments, scalar_layout
 from .runtime import rt
 
 # the lazy slice of a padded buffer that a bucketed output stays as: attrs (logical shape,)
@@ -660,14 +660,7 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs):
         tpl.skeleton = _skeleton(tpl, nodes)
     skel = tpl.skeleton
     leaf_pos = [j for j, (op, *_r) in enumerate(skel) if op is ir.DATA]
-    scal = [j for j, (op, *_r) in enumerate(skel) if op is ir.SCALAR]
-    dtypes = sorted({skel[j][3] for j in scal}, key=lambda d: d.name)
-    counts = {d: 0 for d in dtypes}
-    scalar_map = []
-    for j in scal:
-        d = skel[j][3]
-        scalar_map.append((j, dtypes.index(d), counts[d]))
-        counts[d] += 1
+    scalar_map = scalar_layout([(j, e[3]) for j, e in enumerate(skel) if e[0] is ir.SCALAR])
     program = []
     for j, (op, attrs, shape, dt, ins) in enumerate(skel):
         if op is ir.DATA or op is ir.SCALAR:
@@ -681,16 +674,9 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs):
                 raise Unsupported(op.name)
         program.append((op, attrs, shape, in_shapes, rule, ins, j,
                         None if op.multi else dt.np))
-    n_leaves = len(leaf_pos)
 
     def run(*flat):
-        env = [None] * len(skel)
-        for j, v in zip(leaf_pos, flat):
-            env[j] = v
-        if scalar_map:
-            packs = flat[n_leaves]
-            for j, p, k in scalar_map:
-                env[j] = packs[p][k]
+        env = load_arguments(len(skel), leaf_pos, scalar_map, flat)
         ctx = _Ctx(S, flat[-1])
         for op, attrs, shape, in_shapes, rule, ins, j, dt in program:
             args = [env[i] for i in ins]

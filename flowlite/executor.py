@@ -391,17 +391,10 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
             _rollback(roots, e)
             raise
         st.exes[donate] = exe
-        metrics.note_compile(time.perf_counter() - tc, len(order), len(args), len(roots), cause)
-        rt.on_compile(cause, order, leaves, scalars, roots, exe)
+        _admit(exe, time.perf_counter() - tc, order, leaves, scalars, roots, len(args), cause,
+               device)
     else:
-        exe.hits += 1
-        metrics._C["cache_hits"] += 1
-        rt.on_run(cause, exe)
-    if exe.need_bytes > _BIG:
-        err = memory_error(exe, device)
-        if err is not None:
-            _rollback(roots, err)
-            raise err
+        _admit(exe, None, order, leaves, scalars, roots, len(args), cause, device)
     if observers:
         for ob in observers:
             ob(exe, leaves, scalars, roots, owners, donate)
@@ -456,6 +449,23 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
         raise err
 
 
+def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device):
+    """Count a compile (compile_s seconds) or a cache hit (None), and refuse an executable
+    whose new memory can't fit (OutOfMemoryError, nothing run)."""
+    if compile_s is not None:
+        metrics.note_compile(compile_s, len(order), n_args, len(roots), cause)
+        rt.on_compile(cause, order, leaves, scalars, roots, exe)
+    else:
+        exe.hits += 1
+        metrics._C["cache_hits"] += 1
+        rt.on_run(cause, exe)
+    if exe.need_bytes > _BIG:
+        err = memory_error(exe, device)
+        if err is not None:
+            _rollback(roots, err)
+            raise err
+
+
 def _note_run(t0, t1, t2, n_nodes, cause):
     metrics.note_execution(t0, t1, t2)
     metrics._C["graph_nodes"] += n_nodes
@@ -489,18 +499,7 @@ def _run_bucketed(order, leaves, scalars, base, roots, checks, device, cause, t0
     if ran is None:
         return False
     exe, args, out_shapes, compile_s = ran
-    if compile_s is not None:
-        metrics.note_compile(compile_s, len(order), len(args), len(roots), cause)
-        rt.on_compile(cause, order, leaves, scalars, roots, exe)
-    else:
-        exe.hits += 1
-        metrics._C["cache_hits"] += 1
-        rt.on_run(cause, exe)
-    if exe.need_bytes > _BIG:
-        err = memory_error(exe, device)
-        if err is not None:
-            _rollback(roots, err)
-            raise err
+    _admit(exe, compile_s, order, leaves, scalars, roots, len(args), cause, device)
     if rt.local.unverified is not None:
         _verify_deferred(roots)
     t1 = time.perf_counter()

@@ -54,28 +54,16 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     dispatched on top of a failed one commits nothing either."""
 
     leaf_slots = tuple(slot[id(n)] for n in leaves)
-    dtypes = sorted({s.dtype for s in scalars}, key=lambda d: d.name)
-    counts = {d: 0 for d in dtypes}
-    scalar_map = []
-    for s in scalars:
-        scalar_map.append((slot[id(s)], dtypes.index(s.dtype), counts[s.dtype]))
-        counts[s.dtype] += 1
+    scalar_map = scalar_layout([(slot[id(s)], s.dtype) for s in scalars])
     program = tuple((n.op.lower, n.attrs, tuple(slot[id(i)] for i in n.inputs), slot[id(n)],
                      None if n.op.multi else n.dtype.np) for n in order)
     n_slots = len(slot)
-    n_leaves = len(leaf_slots)
 
     inner, ext = _guarded_only(program, out_slots, check_slots, guards)
     outer = [e for k, e in enumerate(program) if k not in inner] if inner else program
 
     def run_program(*flat_args):
-        env = [None] * n_slots
-        for s, a in zip(leaf_slots, flat_args):
-            env[s] = a
-        if scalar_map:
-            packs = flat_args[n_leaves]
-            for s, p, k in scalar_map:
-                env[s] = packs[p][k]
+        env = load_arguments(n_slots, leaf_slots, scalar_map, flat_args)
         _run_entries(outer, env)
         if check_slots:
             flags = jnp.stack([env[s] for s in check_slots])
@@ -99,6 +87,30 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
         jitted = jax.jit(run_program, donate_argnums=donate,
                          out_shardings=SingleDeviceSharding(device.jax_device))
     return jitted.lower(*args)
+
+
+def scalar_layout(scalars):
+    """(slot, pack index, position in the pack) of each (slot, dtype) host scalar: they
+    travel as one array per dtype, the dtypes ordered by name (executor._pack_scalars)."""
+    dtypes = sorted({d for _, d in scalars}, key=lambda d: d.name)
+    counts = {d: 0 for d in dtypes}
+    layout = []
+    for slot, d in scalars:
+        layout.append((slot, dtypes.index(d), counts[d]))
+        counts[d] += 1
+    return layout
+
+
+def load_arguments(n_slots, leaf_slots, scalar_map, flat_args):
+    """A slot list holding the program's arguments: leaves first, then the scalar packs."""
+    env = [None] * n_slots
+    for s, a in zip(leaf_slots, flat_args):
+        env[s] = a
+    if scalar_map:
+        packs = flat_args[len(leaf_slots)]
+        for s, p, k in scalar_map:
+            env[s] = packs[p][k]
+    return env
 
 
 def _run_entries(entries, env):
