@@ -320,12 +320,7 @@ def _lowest(dt, low):
     return info.min if low else info.max
 
 
-_ELEMENTWISE = frozenset((
-    "abs acos acosh add and asin asinh atan atan2 atanh ceil convert cos cosh div eq erf exp "
-    "exp2 expm1 floor floor_divide fmod ge gt integer_pow isfinite isinf isnan le log log1p "
-    "log2 logical_not lt maximum minimum mul ne neg or pow relu remainder round rsqrt "
-    "shift_left shift_right sigmoid sign sin sinh sqrt stop_gradient sub tan tanh trunc where "
-    "xor").split())
+_ELEMENTWISE = ir.ELEMENTWISE
 
 
 def _r_elementwise(ctx, op, a, shape, ins, vals):

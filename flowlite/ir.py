@@ -66,6 +66,16 @@ class Prim:
         return f"<prim {self.name}>"
 
 
+# Primitives computing each output element from the same element of their inputs only: the
+# ops XLA fuses into one loop (buckets pads them freely; lowering bounds their chains).
+ELEMENTWISE = frozenset((
+    "abs acos acosh add and asin asinh atan atan2 atanh ceil convert cos cosh div eq erf exp "
+    "exp2 expm1 floor floor_divide fmod ge gt integer_pow isfinite isinf isnan le log log1p "
+    "log2 logical_not lt maximum minimum mul ne neg or pow relu remainder round rsqrt "
+    "shift_left shift_right sigmoid sign sin sinh sqrt stop_gradient sub tan tanh trunc where "
+    "xor").split())
+
+
 class Node:
     """One IR node.  `op is DATA` marks a materialised value (`value` is a
     jax.Array); `op is SCALAR` a host Python scalar passed in as data.
