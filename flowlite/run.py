@@ -231,7 +231,17 @@ def run_path(script: str, argv=None, run_module: bool = False):
 
 _USAGE = ("usage: python -m flowlite.run script.py [args...]\n"
           "       python -m flowlite.run -m module [args...]\n"
-          "Runs an unchanged PyTorch script with `torch` resolved to flowlite.")
+          "Runs an unchanged PyTorch script with `torch` resolved to flowlite, with JAX's\n"
+          "x64 mode on so float64/int64 are 64-bit as in PyTorch (FLOWLITE_X64=0: off).")
+
+
+def _pytorch_dtypes():
+    """PyTorch scripts mean 64 bits by `torch.double` and get int64 from `torch.tensor([1])`;
+    without JAX's x64 mode both would be stored as 32-bit, so the script would silently
+    compute something else.  float32 stays the default float dtype either way."""
+    if os.environ.get("FLOWLITE_X64", "1") != "0":
+        import jax
+        jax.config.update("jax_enable_x64", True)
 
 
 def main(argv=None) -> int:
@@ -243,12 +253,14 @@ def main(argv=None) -> int:
         if len(argv) < 2:
             print(_USAGE, file=sys.stderr)
             return 2
+        _pytorch_dtypes()
         run_path(argv[1], argv[2:], run_module=True)
         return 0
     script = argv[0]
     if not os.path.isfile(script):
         print(f"flowlite.run: {script}: no such file", file=sys.stderr)
         return 2
+    _pytorch_dtypes()
     run_path(script, argv[1:])
     return 0
 

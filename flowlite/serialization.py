@@ -541,7 +541,7 @@ def load(path, map_location=None, weights_only=None, mmap=None, **pickle_load_ar
     data = memoryview(data).cast("B")
     name = str(name)
     if _torch_checkpoint.is_torch_file(data):
-        return _torch_checkpoint.load(name, data, map_location)
+        return _torch_checkpoint.load(name, data, map_location, _safe_globals)
     if bytes(data[:len(PICKLE_MAGIC)]) == PICKLE_MAGIC:
         return _unpickle(name, data[len(PICKLE_MAGIC):], weights_only)
     device = None

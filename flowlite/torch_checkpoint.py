@@ -177,14 +177,26 @@ class _Unpickler(pickle._Unpickler):
 
     dispatch = dict(pickle._Unpickler.dispatch)
 
-    def __init__(self, file, name, storage):
+    def __init__(self, file, name, storage, safe=()):
         super().__init__(file, encoding="utf-8")
         self._name = name
         self._storage = storage
+        # the user's allowlist (flowlite.serialization.add_safe_globals / safe_globals, as
+        # torch's): those globals may be loaded, and instances of those classes restored
+        self._safe = {(getattr(o, "__module__", None), getattr(o, "__qualname__", None)): o
+                      for o in safe}
+        self._safe_types = {o for o in safe if isinstance(o, type)}
 
     def load_build(self):
         state = self.stack.pop()
         inst = self.stack[-1]
+        if type(inst) in self._safe_types:
+            setstate = getattr(inst, "__setstate__", None)
+            if setstate is not None:
+                setstate(state)
+            else:
+                inst.__dict__.update(state)
+            return
         if not (type(inst) in (dict, collections.OrderedDict) and isinstance(state, dict)
                 and all(type(k) is str for k in state)) or type(inst) is dict:
             raise pickle.UnpicklingError(
@@ -202,10 +214,15 @@ class _Unpickler(pickle._Unpickler):
             return _StorageTag(name)
         if module == "torch" and name in _DTYPES:
             return _DTYPES[name]
+        fn = self._safe.get((module, name))
+        if fn is not None:
+            return fn
         raise pickle.UnpicklingError(
             f"flowlite.load: {self._name}: refusing to load the global {module}.{name}: "
             "flowlite loads only tensors, state dicts and plain containers from torch.save "
-            "files and never runs code from them (like torch.load(weights_only=True))")
+            "files and never runs code from them (like torch.load(weights_only=True)); if "
+            "you trust the file, allow it with flowlite.serialization.add_safe_globals([...]) "
+            "or `with flowlite.serialization.safe_globals([...]):`, as in PyTorch")
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"):
@@ -294,7 +311,8 @@ def _device_for(map_location):
     return lambda loc: dev
 
 
-def load(name: str, data, map_location=None):
+def load(name: str, data, map_location=None, safe=()):
+    """The object of torch.save zip archive `data`; `safe`: the user's allowlisted globals."""
     device_for = _device_for(map_location)
     if bytes(data[:4]) != b"PK\x03\x04":
         return _load_legacy(name, data, device_for)
@@ -319,7 +337,7 @@ def load(name: str, data, map_location=None):
         byteorder = "<" if order == b"little" else ">"
     storage = _zip_loader(name, zf, prefix, byteorder)
     try:
-        obj = _Unpickler(io.BytesIO(zf.read(pkls[0])), name, storage).load()
+        obj = _Unpickler(io.BytesIO(zf.read(pkls[0])), name, storage, safe).load()
     except pickle.UnpicklingError as e:
         raise ValueError(str(e) if str(e).startswith("flowlite.load") else
                          f"flowlite.load: {name}: {e}") from None

@@ -245,6 +245,46 @@ def test_malicious_pickles_are_refused(tmp_path):
     assert not marker.exists()
 
 
+NUMPY_GLOBALS = [np._core.multiarray._reconstruct, np.ndarray, np.dtype,
+                 np.dtypes.Float64DType]
+
+
+def test_torch_save_of_numpy_needs_the_allowlist_as_in_pytorch(tmp_path):
+    # pytorch/examples' time_sequence_prediction torch.save's a numpy array; torch 2.13's
+    # weights-only load refuses it unless its globals are allowlisted, and so does flowlite
+    data = np.sin(np.arange(12.0)).reshape(3, 4)
+    torch.save({"data": data, "w": torch.arange(3.0)}, tmp_path / "np.pt")
+    with pytest.raises(pickle.UnpicklingError):
+        torch.load(tmp_path / "np.pt")
+    with pytest.raises(ValueError, match=r"refusing to load the global numpy\._core\."
+                                         r"multiarray\._reconstruct.*add_safe_globals"):
+        fl.load(tmp_path / "np.pt")
+    with torch.serialization.safe_globals(NUMPY_GLOBALS):
+        want = torch.load(tmp_path / "np.pt")
+    with fl.serialization.safe_globals(NUMPY_GLOBALS):
+        got = fl.load(tmp_path / "np.pt")
+    assert type(got["data"]) is np.ndarray and got["data"].dtype == np.float64
+    np.testing.assert_array_equal(got["data"], want["data"])
+    np.testing.assert_array_equal(got["w"].numpy(), want["w"].numpy())
+    with pytest.raises(ValueError, match="refusing"):       # the block's allowlist is gone
+        fl.load(tmp_path / "np.pt")
+
+
+def test_allowlisted_numpy_still_refuses_code(tmp_path):
+    marker = tmp_path / "pwned"
+    torch.save({"a": np.ones(2), "w": _Evil(marker)}, tmp_path / "evil.pt")
+    with fl.serialization.safe_globals(NUMPY_GLOBALS):
+        with pytest.raises(ValueError, match="refusing to load the global posix.system"):
+            fl.load(tmp_path / "evil.pt")
+        # BUILD on a non-allowlisted object stays refused with numpy allowed
+        build = (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n}X\x0c\x00\x00\x00"
+                 b"__defaults__)sb.")
+        _torch_zip(tmp_path / "build.pt", build)
+        with pytest.raises(ValueError, match="refusing to set the state of a function"):
+            fl.load(tmp_path / "build.pt")
+    assert not marker.exists()
+
+
 def test_crafted_storages_are_checked_before_use(tmp_path):
     good = io.BytesIO()
     torch.save(torch.arange(4.0), good)

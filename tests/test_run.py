@@ -195,6 +195,28 @@ def test_missing_torch_names_fail_clearly(tmp_path):
     assert lines[-1] == "ok"
 
 
+DTYPES_SCRIPT = '''
+import numpy as np, torch
+x = torch.zeros(2, dtype=torch.double) + 1e-12
+print(x.dtype, torch.tensor([1, 2]).dtype, torch.tensor([1.5]).dtype, torch.arange(3).dtype,
+      torch.from_numpy(np.ones(2)).dtype, torch.nn.Linear(2, 2).double().weight.dtype,
+      repr((x + 1).sum().item()))
+'''
+
+
+def test_cli_gives_pytorch_its_64_bit_dtypes(tmp_path):
+    r = _run(tmp_path, DTYPES_SCRIPT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["flowlite.float64", "flowlite.int64", "flowlite.float32",
+                                "flowlite.int64", "flowlite.float64", "flowlite.float64",
+                                "2.000000000002"]
+    env = dict(os.environ, PYTHONPATH=ROOT, FLOWLITE_X64="0")
+    off = subprocess.run([sys.executable, "-m", "flowlite.run", str(tmp_path / "script.py")],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert off.returncode == 0, off.stderr[-3000:]
+    assert off.stdout.split()[:2] == ["flowlite.float32", "flowlite.int32"]
+
+
 def test_cli_usage(tmp_path, capsys):
     assert flrun.main([str(tmp_path / "nope.py")]) == 2
     assert "no such file" in capsys.readouterr().err
