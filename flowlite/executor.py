@@ -82,30 +82,26 @@ observers: list = rt.observers
 
 
 def live_pending_roots(owners=None) -> list:
-    roots = []
-    seen = set()
+    """The nodes this thread's next sync must materialise: those of live tensors with pending
+    work (`owners`, when given, maps each to its tensors), then those the tape still needs;
+    each once, in first-seen order.  Clears the pending list."""
     pending = rt.local.pending
-    for r in pending:
-        t = r()
-        if t is None:
-            continue
-        n = t._node
-        if n.op is not _DATA and n.op is not _SCALAR and n.op is not FAILED and \
-                n.device is not None:
-            if owners is not None:
-                owners.setdefault(id(n), []).append(t)
-            if id(n) not in seen:
-                seen.add(id(n))
-                roots.append(n)
-    saved = saved_pending_nodes()
-    for n in saved:
-        # device-less nodes are shared baked constants: recomputed, never materialised
-        if n.op is not _DATA and n.op is not FAILED and n.device is not None and \
-                id(n) not in seen:
-            seen.add(id(n))
-            roots.append(n)
+    if owners is None:
+        # the hot path (every sync): comprehensions, and a dict keyed by node for the
+        # de-duplication (nodes hash by identity)
+        nodes = [t._node for t in [r() for r in pending] if t is not None]
+    else:
+        nodes = []
+        for r in pending:
+            t = r()
+            if t is not None:
+                nodes.append(t._node)
+                owners.setdefault(id(t._node), []).append(t)
     pending.clear()
-    return roots
+    nodes.extend(saved_pending_nodes())
+    # device-less nodes are shared baked constants: recomputed, never materialised
+    return [n for n in dict.fromkeys(nodes) if n.op is not _DATA and n.op is not _SCALAR
+            and n.op is not FAILED and n.device is not None]
 
 
 def sync(cause: str = "explicit flowlite.sync()", extra_roots=(), defer_checks=False) -> None:
