@@ -58,7 +58,8 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
 
     leaf_slots = tuple(slot[id(n)] for n in leaves)
     scalar_map = scalar_layout([(slot[id(s)], s.dtype) for s in scalars])
-    breaks = _fusion_breaks(order)
+    # (CPU only: a GPU conditional reads its predicate on the host, a mesh one gathers it)
+    breaks = _fusion_breaks(order) if getattr(device, "type", None) == "cpu" else ()
     program = tuple((n.op.lower, n.attrs, tuple(slot[id(i)] for i in n.inputs), slot[id(n)],
                      None if n.op.multi else n.dtype.np, id(n) in breaks) for n in order)
     n_slots = len(slot)
@@ -134,6 +135,7 @@ def _run_entries(entries, env):
 # elementwise ops goes through one whose predicate is always true but read from data (XLA
 # can't fold it) and whose untaken branch differs from the taken one (XLA merges identical
 # branches).  A chain that short never reaches a model's usual depth between two matmuls.
+# Only on CPU: elsewhere a conditional costs a device-to-host read of its predicate.
 _BREAK_DEPTH = 16
 
 
