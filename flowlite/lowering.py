@@ -76,7 +76,9 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             if chain:
                 ok = ok & flat_args[-1]
             if guards:
-                _guarded_update(program, inner, ext, guards, out_slots, env, ok)
+                packs = flat_args[len(leaf_slots)] if scalar_map else ()
+                _guarded_update(program, inner, ext, guards, out_slots, env, ok,
+                                scalar_map, packs)
         outs = [env[s] for s in out_slots]
         if check_slots:
             if chain:
@@ -185,22 +187,32 @@ def _guarded_only(program, out_slots, check_slots, guards):
     return inner, tuple(ext)
 
 
-def _guarded_update(program, inner, ext, guards, out_slots, env, ok):
+def _guarded_update(program, inner, ext, guards, out_slots, env, ok, scalar_map=(), packs=()):
     """env[guarded output] = its new value when `ok`, else its old leaf: the entries only
-    guarded outputs need run inside lax.cond's true branch (no select on their results)."""
+    guarded outputs need run inside lax.cond's true branch (no select on their results).
+    Host scalars it reads (an optimizer's hyper-parameters) are taken from their packs inside
+    the branch, where XLA fuses each into its consumer, instead of as one small kernel each
+    outside it."""
     slots = [out_slots[pos] for pos, _ in guards]
     olds = tuple(env[ls] for _, ls in guards)
     entries = [program[k] for k in sorted(inner)]
+    in_pack = {slot: (p, k) for slot, p, k in scalar_map}
+    ext_sc = [i for i in ext if i in in_pack]
+    ext = [i for i in ext if i not in in_pack]
 
-    def update(ext_vals, olds):
+    def update(ext_vals, packs, olds):
         local = dict(zip(ext, ext_vals))
+        for i in ext_sc:
+            p, k = in_pack[i]
+            local[i] = packs[p][k]
         _run_entries(entries, local)
         return tuple(local[s] if s in local else env[s] for s in slots)
 
-    def keep(ext_vals, olds):
+    def keep(ext_vals, packs, olds):
         return olds
 
-    new = jax.lax.cond(ok, update, keep, tuple(env[i] for i in ext), olds)
+    new = jax.lax.cond(ok, update, keep, tuple(env[i] for i in ext),
+                       tuple(packs) if ext_sc else (), olds)
     for s, v in zip(slots, new):
         env[s] = v
 
