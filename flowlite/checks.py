@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import weakref
 
+import jax
 import jax.numpy as jnp
 
 from . import dtypes as D
@@ -106,7 +107,11 @@ def _range_lower(a, idx):
     x = idx.astype(out)
     if ignore is not None:
         x = jnp.where(x == ignore, jnp.asarray(max(lo, 0), out), x)
-    mn, mx = jnp.min(x), jnp.max(x)
+    # min and max in ONE variadic reduce (XLA:CPU compiles a kernel or two per reduction)
+    info = jnp.iinfo(out)
+    mn, mx = jax.lax.reduce((x, x), (jnp.asarray(info.max, out), jnp.asarray(info.min, out)),
+                            lambda a, b: (jnp.minimum(a[0], b[0]), jnp.maximum(a[1], b[1])),
+                            tuple(range(x.ndim)))
     over = mx >= hi
     bad = over | (mn < lo)
     return jnp.stack([bad.astype(out), jnp.where(over, mx, mn)])
