@@ -219,6 +219,11 @@ def _torch_zip(path, pickle_bytes, storages=()):
             z.writestr(f"archive/data/{key}", data)
 
 
+# a pickle that sets __defaults__ on torch._utils._rebuild_tensor_v2 (an allowlisted function)
+BUILD_ON_A_FUNCTION = (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n}X\x0c\x00\x00\x00"
+                       b"__defaults__)sb.")
+
+
 def test_malicious_pickles_are_refused(tmp_path):
     marker = tmp_path / "pwned"
     evil = pickle.dumps({"w": _Evil(marker)}, protocol=2)
@@ -237,9 +242,7 @@ def test_malicious_pickles_are_refused(tmp_path):
     with pytest.raises(ValueError, match="refusing to load the global __builtin__.eval"):
         fl.load(tmp_path / "eval.pt")
     # BUILD on an allowlisted function (would rewrite its defaults) is refused
-    build = (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n}X\x0c\x00\x00\x00__defaults__"
-             b")sb.")
-    _torch_zip(tmp_path / "build.pt", build)
+    _torch_zip(tmp_path / "build.pt", BUILD_ON_A_FUNCTION)
     with pytest.raises(ValueError, match="refusing to set the state of a function"):
         fl.load(tmp_path / "build.pt")
     assert not marker.exists()
@@ -277,9 +280,7 @@ def test_allowlisted_numpy_still_refuses_code(tmp_path):
         with pytest.raises(ValueError, match="refusing to load the global posix.system"):
             fl.load(tmp_path / "evil.pt")
         # BUILD on a non-allowlisted object stays refused with numpy allowed
-        build = (b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n}X\x0c\x00\x00\x00"
-                 b"__defaults__)sb.")
-        _torch_zip(tmp_path / "build.pt", build)
+        _torch_zip(tmp_path / "build.pt", BUILD_ON_A_FUNCTION)
         with pytest.raises(ValueError, match="refusing to set the state of a function"):
             fl.load(tmp_path / "build.pt")
     assert not marker.exists()
