@@ -188,7 +188,7 @@ def _guarded_only(program, out_slots, check_slots, guards):
     return inner, tuple(ext)
 
 
-def _guarded_update(program, inner, ext, guards, out_slots, env, ok, scalar_map=(), packs=()):
+def _guarded_update(program, inner, ext, guards, out_slots, env, ok, scalar_map, packs):
     """env[guarded output] = its new value when `ok`, else its old leaf: the entries only
     guarded outputs need run inside lax.cond's true branch (no select on their results).
     Host scalars it reads (an optimizer's hyper-parameters) are taken from their packs inside

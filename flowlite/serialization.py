@@ -541,7 +541,7 @@ def load(path, map_location=None, weights_only=None, mmap=None, **pickle_load_ar
     data = memoryview(data).cast("B")
     name = str(name)
     if _torch_checkpoint.is_torch_file(data):
-        return _torch_checkpoint.load(name, data, map_location, _safe_globals)
+        return _torch_checkpoint.load(name, data, map_location, _allowlisted())
     if bytes(data[:len(PICKLE_MAGIC)]) == PICKLE_MAGIC:
         return _unpickle(name, data[len(PICKLE_MAGIC):], weights_only)
     device = None
@@ -565,6 +565,12 @@ def add_safe_globals(objs) -> None:
     """Allow these classes/functions in weights-only loads of pickled objects (as
     torch.serialization.add_safe_globals)."""
     _safe_globals.extend(objs)
+
+
+def _allowlisted() -> dict:
+    """The user's allowlisted globals by (module, qualified name), as a pickle names them."""
+    return {(getattr(o, "__module__", None), getattr(o, "__qualname__", None)): o
+            for o in _safe_globals}
 
 
 def get_safe_globals() -> list:
@@ -614,9 +620,7 @@ class _WeightsOnlyUnpickler(pickle.Unpickler):
     def __init__(self, name, f):
         super().__init__(f)
         self.name = name
-        self.allowed = _builtin_safe()
-        for o in _safe_globals:
-            self.allowed[(getattr(o, "__module__", None), getattr(o, "__qualname__", None))] = o
+        self.allowed = {**_builtin_safe(), **_allowlisted()}
 
     def find_class(self, module, qualname):
         o = self.allowed.get((module, qualname))

@@ -177,15 +177,15 @@ class _Unpickler(pickle._Unpickler):
 
     dispatch = dict(pickle._Unpickler.dispatch)
 
-    def __init__(self, file, name, storage, safe=()):
+    def __init__(self, file, name, storage, safe=None):
         super().__init__(file, encoding="utf-8")
         self._name = name
         self._storage = storage
-        # the user's allowlist (flowlite.serialization.add_safe_globals / safe_globals, as
-        # torch's): those globals may be loaded, and instances of those classes restored
-        self._safe = {(getattr(o, "__module__", None), getattr(o, "__qualname__", None)): o
-                      for o in safe}
-        self._safe_types = {o for o in safe if isinstance(o, type)}
+        # the user's allowlist by (module, name) (flowlite.serialization.add_safe_globals /
+        # safe_globals, as torch's): those globals may be loaded, and instances of those
+        # classes restored
+        self._safe = safe or {}
+        self._safe_types = {o for o in self._safe.values() if isinstance(o, type)}
 
     def load_build(self):
         state = self.stack.pop()
@@ -311,8 +311,9 @@ def _device_for(map_location):
     return lambda loc: dev
 
 
-def load(name: str, data, map_location=None, safe=()):
-    """The object of torch.save zip archive `data`; `safe`: the user's allowlisted globals."""
+def load(name: str, data, map_location=None, safe=None):
+    """The object of torch.save zip archive `data`; `safe`: the user's allowlisted globals by
+    (module, qualified name)."""
     device_for = _device_for(map_location)
     if bytes(data[:4]) != b"PK\x03\x04":
         return _load_legacy(name, data, device_for)

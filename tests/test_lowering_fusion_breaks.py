@@ -3,12 +3,11 @@ values stay exact, the cut survives XLA's optimizations, short chains are never 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
+
+import torch
 
 import flowlite as fl
 from flowlite import executor, lowering
-
-torch = pytest.importorskip("torch")
 
 
 def _chain(x, a, b, steps):
