@@ -1,6 +1,6 @@
 """Lowering: a topologically ordered node list -> one jitted, compiled program.
 
-Layer: lowering — imports jax and ir (primitive names); it knows primitives by their
+Layer: lowering — imports jax, ir (primitive names) and fusion; it knows primitives by their
 `lower` functions.
 
 The program is rebuilt as plain tuples (primitive, attributes, input slots,
@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import SingleDeviceSharding
 
+from . import fusion
 from .ir import ELEMENTWISE
 
 
@@ -126,7 +127,7 @@ def _run_entries(entries, env):
         v = lower(attrs, *[env[i] for i in ins])
         if dt is not None and v.dtype != dt:
             v = v.astype(dt)
-        env[out] = _fusion_break(v) if brk else v
+        env[out] = fusion.barrier(v) if brk else v
 
 
 # XLA:CPU fuses a chain of elementwise ops into each of its consumers, duplicating it: a cell
@@ -134,9 +135,7 @@ def _run_entries(entries, env):
 # fusions each holding a chain O(T) long, and the compile time grows with T² (an LSTM,
 # forward and backward: 4.8 s at 12 steps, 18 s at 25, 66 s at 50 in plain jax.jit).  No
 # fusion crosses a conditional, so the value ending every _BREAK_DEPTH consecutive
-# elementwise ops goes through one whose predicate is always true but read from data (XLA
-# can't fold it) and whose untaken branch differs from the taken one (XLA merges identical
-# branches).  Deep residual streams get a few cuts (a 12-layer GPT step: 14, no measurable
+# elementwise ops goes through one (fusion.barrier).  Deep residual streams get a few cuts (a 12-layer GPT step: 14, no measurable
 # change in its compile or step time); the bench's models get none.
 # Only on CPU: elsewhere a conditional costs a device-to-host read of its predicate.
 _BREAK_DEPTH = 16
@@ -157,12 +156,6 @@ def _fusion_breaks(order):
     return breaks
 
 
-def _fusion_break(v):
-    word = jax.lax.bitcast_convert_type(v.reshape(-1)[0], _UINT[v.dtype.itemsize])
-    return jax.lax.cond((word | 1) != 0, lambda x: x, lambda x: x + jnp.zeros((), x.dtype), v)
-
-
-_UINT = {1: jnp.uint8, 2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}
 
 
 def _guarded_only(program, out_slots, check_slots, guards):

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import layout
+from . import fusion, layout
 from .ir import Prim
 from .linspace_values import linspace_values
 from .tape import _TupleCotangent
@@ -617,10 +617,66 @@ nll_t = prim("nll_t", _nll_t_lower, _nll_t_vjp)
 
 def _conv(a, x, w, *b):
     strides, padding, lhs_dil, rhs_dil, groups = a[:5]
-    y = lax.conv_general_dilated(x, w, strides, padding, lhs_dil, rhs_dil,
-                                 feature_group_count=groups)
-    # an optional per-channel bias (nn.Conv*'s): one node instead of reshape + add
-    return y + b[0].reshape((1, -1) + (1,) * (y.ndim - 2)) if b else y
+
+    def xla_conv(x, w):
+        return lax.conv_general_dilated(x, w, strides, padding, lhs_dil, rhs_dil,
+                                        feature_group_count=groups)
+    def bias(y):
+        # an optional per-channel bias (nn.Conv*'s): one node instead of reshape + add
+        return y + b[0].reshape((1, -1) + (1,) * (y.ndim - 2)) if b else y
+    if _taps_pay(a, x, w):
+        # measured (bench/conv_lowering.py): on CPU a convolution with few input taps is
+        # 2-4x faster as one fused sum of shifted slices than as XLA:CPU's convolution.  The
+        # barrier materialises it: fused into its consumers (a max-pool's gradient compares
+        # every window element with it) XLA would recompute every tap per use
+        return lax.platform_dependent(
+            x, w, cpu=lambda x, w: fusion.barrier(bias(_conv_taps(a, x, w))),
+            default=lambda x, w: bias(xla_conv(x, w)))
+    return bias(xla_conv(x, w))
+
+
+def _cpu_materialized(v):
+    """`v`, computed once in a CPU program (fusion.barrier); as it is elsewhere."""
+    return lax.platform_dependent(v, cpu=fusion.barrier, default=lambda v: v)
+
+
+# At most this many input taps (input channels x kernel elements) per output element for the
+# CPU's shifted-slices convolution: LeNet's first layer (1 x 3x3) 0.32 ms vs 1.3 ms as a
+# convolution, 3 x 3x3 1.2 vs 2.9 ms; a 3 x 7x7 stem (147 taps) is 5x slower that way.
+_MAX_TAPS = 32
+
+
+def _taps_pay(a, x, w):
+    strides, padding, lhs_dil, rhs_dil, groups = a[:5]
+    return (groups == 1 and all(d == 1 for d in lhs_dil) and x.dtype == w.dtype
+            and x.dtype in (np.float32, np.float64) and 0 not in x.shape + w.shape
+            and all(lo >= 0 and hi >= 0 for lo, hi in padding)
+            and w.shape[1] * math.prod(w.shape[2:]) <= _MAX_TAPS)
+
+
+def _conv_taps(a, x, w):
+    """The convolution as sum over (input channel, kernel offset) of a strided slice of the
+    padded input times that tap's weights: one elementwise loop XLA fuses whole."""
+    strides, padding, _, rhs_dil, _ = a[:5]
+    if any(lo or hi for lo, hi in padding):
+        x = lax.pad(x, np.zeros((), x.dtype), [(0, 0, 0), (0, 0, 0)] +
+                    [(lo, hi, 0) for lo, hi in padding])
+    n, cin = x.shape[:2]
+    cout, ks = w.shape[0], w.shape[2:]
+    sp = x.shape[2:]
+    out = [(s - d * (k - 1) - 1) // st + 1 for s, k, d, st in zip(sp, ks, rhs_dil, strides)]
+    bshape = (1, cout) + (1,) * len(ks)
+    y = None
+    for c in range(cin):
+        for off in np.ndindex(*ks):
+            start = [o * d for o, d in zip(off, rhs_dil)]
+            tap = lax.slice(x, [0, c] + start,
+                            [n, c + 1] + [b + st * (m - 1) + 1
+                                          for b, st, m in zip(start, strides, out)],
+                            [1, 1] + list(strides))
+            term = tap * lax.reshape(w[(slice(None), c) + off], bshape)
+            y = term if y is None else y + term
+    return y
 
 
 def _conv_vjp(a, i, o, g):
@@ -714,8 +770,33 @@ def _window(a, x):
     # numpy init values keep these the monoid reductions jax can differentiate/transpose
     if kind == "max":
         init = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-        return lax.reduce_window(x, np.array(init, x.dtype), lax.max, dims, strides, padding)
+        init = np.array(init, x.dtype)
+
+        def xla_window(x):
+            return lax.reduce_window(x, init, lax.max, dims, strides, padding)
+        if math.prod(dims) <= _MAX_TAPS and 0 not in x.shape:
+            # on CPU the max of the window's strided slices is one fused loop: LeNet's 2x2
+            # pools 2.3-3.4x faster than XLA:CPU's reduce_window (bench/conv_lowering.py)
+            return lax.platform_dependent(
+                x, cpu=lambda x: _window_max_slices(x, init, dims, strides, padding),
+                default=xla_window)
+        return xla_window(x)
     return lax.reduce_window(x, np.array(0, x.dtype), lax.add, dims, strides, padding)
+
+
+def _window_max_slices(x, init, dims, strides, padding):
+    out = tuple(max(0, (n + lo + hi - k) // s + 1)
+                for n, k, s, (lo, hi) in zip(x.shape, dims, strides, padding))
+    if 0 in out:
+        return jnp.zeros(out, x.dtype)
+    if any(lo or hi for lo, hi in padding):
+        x = lax.pad(x, init, [(lo, hi, 0) for lo, hi in padding])
+    m = None
+    for o in np.ndindex(*dims):
+        v = lax.slice(x, o, [st + (k - 1) * s + 1 for st, k, s in zip(o, out, strides)],
+                      strides)
+        m = v if m is None else lax.max(m, v)
+    return m
 
 
 def _window_vjp(a, i, o, g):
@@ -748,10 +829,10 @@ sum_window_transpose = prim(
 
 
 def _window_choice(x, dims, strides, padding):
-    # Which element of each window XLA's select-and-scatter with `>=` picks, from public ops:
-    # scanning the window in row-major order, the running choice c gives way to the next
-    # element v unless c >= v, i.e. the first maximum (NaN-aware exactly as XLA).  Padding
-    # is the lowest value (selectable only from an all-lowest window; its share is dropped).
+    # Which element of each window PyTorch's max-pool gradient goes to, from public ops:
+    # scanning the window's elements in row-major order, padding skipped, the running
+    # choice c gives way to the next element v when v > c or v is NaN (PyTorch's CPU rule:
+    # the first maximum, or the last NaN).
     # Returns the index into the window of each choice (int32, output-shaped; None for an
     # empty output), the window offsets in that order, and the output shape.
     out = tuple(max(0, (n + lo + hi - k) // s + 1)
@@ -759,20 +840,50 @@ def _window_choice(x, dims, strides, padding):
     offs = list(np.ndindex(*dims))
     if 0 in out or 0 in x.shape:
         return None, offs, out
-    if any(lo or hi for lo, hi in padding):
-        low = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-        x = lax.pad(x, np.array(low, x.dtype), [(lo, hi, 0) for lo, hi in padding])
-    sel = idx = None
+    shape = x.shape
+    padded = any(lo or hi for lo, hi in padding)
+    if padded:
+        x = lax.pad(x, np.zeros((), x.dtype), [(lo, hi, 0) for lo, hi in padding])
+    floating = jnp.issubdtype(x.dtype, jnp.floating)
+    sel = idx = have = None
     for j, o in enumerate(offs):
         v = lax.slice(x, o, [st + (m - 1) * s + 1 for st, m, s in zip(o, out, strides)],
                       strides)
+        # which windows' element at this offset is input, not padding (static)
+        valid = _unpadded(shape, o, out, strides, padding) if padded else None
         if j == 0:
-            sel, idx = v, jnp.zeros(out, jnp.int32)
+            sel, idx, have = v, jnp.zeros(out, jnp.int32), valid
             continue
-        take = ~(sel >= v)
+        take = v > sel
+        if floating:
+            take = take | jnp.isnan(v)
+        if have is not None:          # a window whose choice so far is padding takes v
+            take = take | ~have
+        if valid is None:
+            have = None
+        else:
+            take = take & valid
+            if have is not None:
+                have = have | valid
+                if have.all():
+                    have = None
         sel = jnp.where(take, v, sel)
         idx = jnp.where(take, jnp.int32(j), idx)
-    return idx, offs, out
+    # materialised on CPU: fused into every element of the gradient XLA would recompute each
+    # window's choice once per element (LeNet's first pool gradient 3.4x faster)
+    return _cpu_materialized(idx), offs, out
+
+
+def _unpadded(shape, offset, out, strides, padding):
+    """Per window, whether its element at `offset` lies inside the unpadded input: a numpy
+    bool array broadcastable to the output shape (None: everywhere)."""
+    mask = np.ones((1,) * len(shape), bool)
+    for d, (n, o, m, s, (lo, _)) in enumerate(zip(shape, offset, out, strides, padding)):
+        pos = o + s * np.arange(m)
+        inside = (pos >= lo) & (pos < lo + n)
+        if not inside.all():
+            mask = mask & inside.reshape((1,) * d + (m,) + (1,) * (len(shape) - d - 1))
+    return None if mask.all() else mask
 
 
 def _max_window_grad_lower(a, x, g):

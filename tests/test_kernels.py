@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
 from jax import lax
 
 import flowlite as fl
@@ -217,7 +218,9 @@ def test_max_window_kernels_match_jax(x64, name, tie):
     np.testing.assert_allclose(np.vdot(sel, g), np.vdot(gg, grad), rtol=1e-12)
 
 
-def test_max_window_nan_and_neg_inf_follow_xla(x64):
+def test_max_window_nan_and_neg_inf_follow_pytorch(x64):
+    """PyTorch's max-pool gradient goes to the window's first maximum, or its last NaN, and
+    never to padding (an all -inf window picks its first real element)."""
     cases = []
     x = randn(1, 1, 6, 6, seed=13)
     x[0, 0, 1, 1] = x[0, 0, 2, 3] = x[0, 0, 3, 3] = np.nan
@@ -234,8 +237,10 @@ def test_max_window_nan_and_neg_inf_follow_xla(x64):
                              jax.ShapeDtypeStruct(x.shape, jnp.float64)).shape
         g = randn(*out, seed=14)
         got = jax.jit(lambda x, g: P._max_window_grad_lower(a, x, g))(x, g)
-        _, vjp = jax.vjp(lambda x: _max_window(x, dims, strides, padding), x)
-        np.testing.assert_allclose(got, vjp(g)[0], rtol=1e-14, atol=1e-15,
+        tx = torch.from_numpy(x).requires_grad_()
+        ty = torch.nn.functional.max_pool2d(tx, dims[2:], strides[2:], [p[0] for p in padding[2:]])
+        ty.backward(torch.from_numpy(np.asarray(g)))
+        np.testing.assert_allclose(got, tx.grad.numpy(), rtol=1e-14, atol=1e-15,
                                    err_msg=repr((dims, strides, padding)))
 
 

@@ -1,0 +1,110 @@
+"""Which lowering of convolution and max-pool is fastest on this backend (issue 17 item 1).
+
+Times, each in one jit on the default backend, the alternatives flowlite chooses between:
+
+  * convolution forward: XLA's convolution vs flowlite's sum of shifted slices
+    (primitives._conv_taps), over LeNet's two layers, a 1-channel 5x5, an RGB 3x3 and an RGB
+    7x7/2 stem;
+  * max-pool forward: lax.reduce_window vs the max of the window's strided slices;
+  * max-pool gradient: the window choice fused into the gradient vs materialised first
+    (primitives._cpu_materialized);
+
+checks that each alternative gives the reference's values (float32 tolerance; max-pool
+exactly), and prints times and ratios (alternative / XLA's).  flowlite takes the slices
+where they win (primitives._MAX_TAPS bounds the taps), on CPU only.
+
+    python bench/conv_lowering.py [--reps 40]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+import flowlite  # noqa: E402,F401  (its XLA:CPU flags, as in a flowlite program)
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax import lax  # noqa: E402
+
+from flowlite import primitives as P  # noqa: E402
+
+CONVS = {  # name: (x shape, weight shape, stride)
+    "lenet conv1 1->16 3x3": ((64, 1, 28, 28), (16, 1, 3, 3), 1),
+    "lenet conv2 16->32 3x3": ((64, 16, 13, 13), (32, 16, 3, 3), 1),
+    "1->32 5x5": ((64, 1, 28, 28), (32, 1, 5, 5), 1),
+    "rgb 3->16 3x3": ((64, 3, 32, 32), (16, 3, 3, 3), 1),
+    "rgb stem 3->64 7x7/2": ((32, 3, 64, 64), (64, 3, 7, 7), 2),
+}
+_2X2 = ((1, 1, 2, 2), (1, 1, 2, 2), ((0, 0),) * 4)
+POOLS = {  # name: (x shape, (window, strides, padding))
+    "lenet pool1 2x2": ((64, 16, 26, 26), _2X2),
+    "lenet pool2 2x2": ((64, 32, 11, 11), _2X2),
+    "resnet pool 3x3/2 pad 1": ((8, 64, 56, 56),
+                                ((1, 1, 3, 3), (1, 1, 2, 2), ((0, 0), (0, 0), (1, 1), (1, 1)))),
+}
+
+
+def timed(f, *args, reps):
+    jax.block_until_ready(f(*args))
+    ts = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        jax.block_until_ready(f(*args))
+        ts.append(time.perf_counter() - t)
+    return float(np.median(ts)) * 1e3
+
+
+def row(name, ref_ms, alt_ms, ok, picked):
+    print(f"{name:26s} {ref_ms:8.3f} {alt_ms:8.3f} {alt_ms / ref_ms:6.2f}  {ok!s:5s}  {picked}")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=40)
+    reps = ap.parse_args().reps
+    rng = np.random.default_rng(0)
+    print(f"backend {jax.default_backend()}, jax {jax.__version__}; ms, median of {reps}")
+    print(f"{'convolution forward':26s} {'XLA':>8s} {'slices':>8s} {'ratio':>6s}  equal  flowlite "
+          "uses")
+    for name, (xs, ws, s) in CONVS.items():
+        x = jnp.asarray(rng.standard_normal(xs, np.float32))
+        w = jnp.asarray(rng.standard_normal(ws, np.float32))
+        a = ((s, s), ((0, 0), (0, 0)), (1, 1), (1, 1), 1)
+        xla = jax.jit(lambda x, w, a=a: lax.conv_general_dilated(x, w, *a[:4]))
+        taps = jax.jit(lambda x, w, a=a: P._conv_taps(a, x, w))
+        ok = bool(np.allclose(xla(x, w), taps(x, w), rtol=1e-4, atol=1e-4))
+        row(name, timed(xla, x, w, reps=reps), timed(taps, x, w, reps=reps), ok,
+            "slices" if P._taps_pay(a, x, w) else "XLA")
+    print(f"{'max-pool forward':26s} {'r_window':>8s} {'slices':>8s}")
+    grads = []
+    for name, (shape, window) in POOLS.items():
+        x = jnp.asarray(rng.standard_normal(shape, np.float32))
+        a = ("max",) + window
+        init = np.array(-np.inf, np.float32)
+        rw = jax.jit(lambda x, a=a: lax.reduce_window(x, init, lax.max, *a[1:]))
+        sl = jax.jit(lambda x, a=a: P._window_max_slices(x, init, *a[1:]))
+        ok = bool((rw(x) == sl(x)).all())
+        row(name, timed(rw, x, reps=reps), timed(sl, x, reps=reps), ok, "slices")
+        grads.append((name, x, a, rw(x).shape))
+    print(f"{'max-pool gradient':26s} {'fused':>8s} {'choice1x':>8s}")
+    keep = P._cpu_materialized
+    for name, x, a, out in grads:
+        g = jnp.asarray(rng.standard_normal(out, np.float32))
+        P._cpu_materialized = lambda v: v
+        fused = jax.jit(lambda x, g, a=a: P._max_window_grad_lower(a, x, g))
+        want = fused(x, g)
+        t_fused = timed(fused, x, g, reps=reps)
+        P._cpu_materialized = keep
+        once = jax.jit(lambda x, g, a=a: P._max_window_grad_lower(a, x, g))
+        row(name, t_fused, timed(once, x, g, reps=reps), bool((once(x, g) == want).all()),
+            "choice materialised" if jax.default_backend() == "cpu" else "fused")
+
+
+if __name__ == "__main__":
+    main()
