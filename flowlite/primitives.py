@@ -625,7 +625,7 @@ def _conv(a, x, w, *b):
         # an optional per-channel bias (nn.Conv*'s): one node instead of reshape + add
         return y + b[0].reshape((1, -1) + (1,) * (y.ndim - 2)) if b else y
     if _taps_pay(a, x, w):
-        # measured (bench/conv_lowering.py): on CPU a convolution with few input taps is
+        # measured (bench/lowering_choices.py): on CPU a convolution with few input taps is
         # 2-4x faster as one fused sum of shifted slices than as XLA:CPU's convolution.  The
         # barrier materialises it: fused into its consumers (a max-pool's gradient compares
         # every window element with it) XLA would recompute every tap per use
@@ -776,7 +776,7 @@ def _window(a, x):
             return lax.reduce_window(x, init, lax.max, dims, strides, padding)
         if math.prod(dims) <= _MAX_TAPS and 0 not in x.shape:
             # on CPU the max of the window's strided slices is one fused loop: LeNet's 2x2
-            # pools 2.3-3.4x faster than XLA:CPU's reduce_window (bench/conv_lowering.py)
+            # pools 2.3-3.4x faster than XLA:CPU's reduce_window (bench/lowering_choices.py)
             return lax.platform_dependent(
                 x, cpu=lambda x: _window_max_slices(x, init, dims, strides, padding),
                 default=xla_window)

@@ -1,4 +1,4 @@
-"""The CPU-only lowerings chosen by measurement (bench/conv_lowering.py): a convolution with
+"""The CPU-only lowerings chosen by measurement (bench/lowering_choices.py): a convolution with
 few input taps as a sum of shifted slices, a max-pool as the max of its window's slices, and
 the max-pool gradient's window choice computed once.  Each must give the reference's values
 (XLA's own convolution / reduce_window, PyTorch for forward and backward) and must really be

@@ -1,4 +1,5 @@
-"""Which lowering of convolution and max-pool is fastest on this backend (issue 17 item 1).
+"""Which lowering of convolution, max-pool and attention is fastest on this backend (issue 17
+item 1).
 
 Times, each in one jit on the default backend, the alternatives flowlite chooses between:
 
@@ -8,12 +9,15 @@ Times, each in one jit on the default backend, the alternatives flowlite chooses
   * max-pool forward: lax.reduce_window vs the max of the window's strided slices;
   * max-pool gradient: the window choice fused into the gradient vs materialised first
     (primitives._cpu_materialized);
+  * causal attention forward + backward at the bench GPT's shapes: the composed form
+    (einsum, mask, softmax, einsum: what F.scaled_dot_product_attention records) vs
+    jax.nn.dot_product_attention, alternating in blocks;
 
 checks that each alternative gives the reference's values (float32 tolerance; max-pool
 exactly), and prints times and ratios (alternative / XLA's).  flowlite takes the slices
 where they win (primitives._MAX_TAPS bounds the taps), on CPU only.
 
-    python bench/conv_lowering.py [--reps 40]
+    python bench/lowering_choices.py [--reps 40]
 """
 from __future__ import annotations
 
@@ -104,6 +108,32 @@ def main():
         once = jax.jit(lambda x, g, a=a: P._max_window_grad_lower(a, x, g))
         row(name, t_fused, timed(once, x, g, reps=reps), bool((once(x, g) == want).all()),
             "choice materialised" if jax.default_backend() == "cpu" else "fused")
+    attention(rng, reps)
+
+
+def attention(rng, reps, shape=(16, 64, 4, 32)):
+    b, t, h, d = shape
+    q, k, v = (jnp.asarray(rng.standard_normal(shape, np.float32)) for _ in range(3))
+    mask = jnp.tril(jnp.ones((t, t), bool))
+
+    def composed(q, k, v):
+        s = jnp.where(mask, jnp.einsum("bthd,bshd->bhts", q * (1 / np.sqrt(d)), k), -jnp.inf)
+        return jnp.einsum("bhts,bshd->bthd", jax.nn.softmax(s, -1), v)
+
+    def builtin(q, k, v):
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True)
+
+    def step(f):
+        return jax.jit(lambda q, k, v: jax.grad(lambda *a: (f(*a) ** 2).sum(), (0, 1, 2))(q, k, v))
+    arms = {"composed": step(composed), "dot_product_attention": step(builtin)}
+    times = {n: [] for n in arms}
+    for r in range(8):        # alternating blocks: both arms see the same machine
+        for n in (list(arms) if r % 2 == 0 else list(arms)[::-1]):
+            times[n].append(timed(arms[n], q, k, v, reps=max(reps // 2, 1)))
+    ok = bool(np.allclose(composed(q, k, v), builtin(q, k, v), rtol=1e-4, atol=1e-5))
+    print(f"{'attention fwd+bwd':26s} {'composed':>8s} {'jax.nn':>8s}")
+    row(f"causal {b}x{t}x{h}x{d}", float(np.median(times["composed"])),
+        float(np.median(times["dot_product_attention"])), ok, "composed")
 
 
 if __name__ == "__main__":
