@@ -29,7 +29,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     elif isinstance(fill_value, (bool, np.bool_)) or fill_value in _BAKED or d is D.bool_:
         v = fill_value if d.kind == "f" else (builtins.bool(fill_value) if d is D.bool_
                                               else builtins.int(fill_value))
-        out = apply(P.full, (), (shape, v, d), shape, d) if True else None
+        out = apply(P.full, (), (shape, v, d), shape, d)
         out._node.device = dev
     else:
         s = _scalar(fill_value, d)
