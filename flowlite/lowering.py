@@ -135,8 +135,9 @@ def _run_entries(entries, env):
 # fusions each holding a chain O(T) long, and the compile time grows with T² (an LSTM,
 # forward and backward: 4.8 s at 12 steps, 18 s at 25, 66 s at 50 in plain jax.jit).  No
 # fusion crosses a conditional, so the value ending every _BREAK_DEPTH consecutive
-# elementwise ops goes through one (fusion.barrier).  Deep residual streams get a few cuts (a 12-layer GPT step: 14, no measurable
-# change in its compile or step time); the bench's models get none.
+# elementwise ops goes through one (fusion.barrier).  Deep residual streams get a few cuts
+# (a 12-layer GPT step: 14, no measurable change in its compile or step time); the bench's
+# models get none.
 # Only on CPU: elsewhere a conditional costs a device-to-host read of its predicate.
 _BREAK_DEPTH = 16
 
@@ -154,8 +155,6 @@ def _fusion_breaks(order):
             d = 0
         depth[id(n)] = d
     return breaks
-
-
 
 
 def _guarded_only(program, out_slots, check_slots, guards):

@@ -621,12 +621,13 @@ def _conv(a, x, w, *b):
     def xla_conv(x, w):
         return lax.conv_general_dilated(x, w, strides, padding, lhs_dil, rhs_dil,
                                         feature_group_count=groups)
+
     def bias(y):
         # an optional per-channel bias (nn.Conv*'s): one node instead of reshape + add
         return y + b[0].reshape((1, -1) + (1,) * (y.ndim - 2)) if b else y
     if _taps_pay(a, x, w):
         # measured (bench/lowering_choices.py): on CPU a convolution with few input taps is
-        # 2-4x faster as one fused sum of shifted slices than as XLA:CPU's convolution.  The
+        # 3-10x faster as one fused sum of shifted slices than as XLA:CPU's convolution.  The
         # barrier materialises it: fused into its consumers (a max-pool's gradient compares
         # every window element with it) XLA would recompute every tap per use
         return lax.platform_dependent(
@@ -641,8 +642,8 @@ def _cpu_materialized(v):
 
 
 # At most this many input taps (input channels x kernel elements) per output element for the
-# CPU's shifted-slices convolution: LeNet's first layer (1 x 3x3) 0.32 ms vs 1.3 ms as a
-# convolution, 3 x 3x3 1.2 vs 2.9 ms; a 3 x 7x7 stem (147 taps) is 5x slower that way.
+# CPU's shifted-slices convolution: LeNet's first layer (1 x 3x3) 0.25 ms vs 2.8 ms as a
+# convolution, 3 x 3x3 1.5 vs 4.4 ms; a 3 x 7x7 stem (147 taps) is 4.5x slower that way.
 _MAX_TAPS = 32
 
 
@@ -776,7 +777,7 @@ def _window(a, x):
             return lax.reduce_window(x, init, lax.max, dims, strides, padding)
         if math.prod(dims) <= _MAX_TAPS and 0 not in x.shape:
             # on CPU the max of the window's strided slices is one fused loop: LeNet's 2x2
-            # pools 2.3-3.4x faster than XLA:CPU's reduce_window (bench/lowering_choices.py)
+            # pools 1.8-2.8x faster than XLA:CPU's reduce_window (bench/lowering_choices.py)
             return lax.platform_dependent(
                 x, cpu=lambda x: _window_max_slices(x, init, dims, strides, padding),
                 default=xla_window)
