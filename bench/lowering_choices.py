@@ -7,6 +7,7 @@ Times, each in one jit on the default backend, the alternatives flowlite chooses
     (primitives._conv_taps), over LeNet's two layers, a 1-channel 5x5, an RGB 3x3 and an RGB
     7x7/2 stem;
   * max-pool forward: lax.reduce_window vs the max of the window's strided slices;
+  * avg-pool (a sum window) forward and gradient: lax.reduce_window vs the sum of slices;
   * max-pool gradient: the window choice fused into the gradient vs materialised first
     (primitives._cpu_materialized);
   * causal attention forward + backward at the bench GPT's shapes: the composed form
@@ -92,10 +93,26 @@ def main():
         a = ("max",) + window
         init = np.array(-np.inf, np.float32)
         rw = jax.jit(lambda x, a=a: lax.reduce_window(x, init, lax.max, *a[1:]))
-        sl = jax.jit(lambda x, a=a: P._window_max_slices(x, init, *a[1:]))
+        sl = jax.jit(lambda x, a=a: P._window_slices(x, init, lax.max, *a[1:]))
         ok = bool((rw(x) == sl(x)).all())
         row(name, timed(rw, x, reps=reps), timed(sl, x, reps=reps), ok, "slices")
         grads.append((name, x, a, rw(x).shape))
+    print(f"{'avg-pool (sum window)':26s} {'r_window':>8s} {'slices':>8s}")
+    for name, (shape, window) in POOLS.items():
+        x = jnp.asarray(rng.standard_normal(shape, np.float32))
+        a = ("sum",) + window
+        g = jnp.asarray(rng.standard_normal(jax.eval_shape(lambda x: P._window(a, x), x).shape,
+                                            np.float32))
+        for what, fn, arg in (("forward", lambda v, a=a: P._window(a, v), x),
+                              ("gradient", lambda v, a=a, s=shape:
+                               P._sum_window_transpose_lower(a + (s,), v), g)):
+            keep_taps, P._MAX_TAPS = P._MAX_TAPS, 0        # XLA's reduce_window
+            xla = jax.jit(lambda v, fn=fn: fn(v))      # (a jit of its own: traced now)
+            want, t_xla = xla(arg), timed(xla, arg, reps=reps)
+            P._MAX_TAPS = keep_taps
+            sl = jax.jit(lambda v, fn=fn: fn(v))
+            ok = bool(np.allclose(sl(arg), want, rtol=1e-5, atol=1e-5))
+            row(f"{name} {what}"[:26], t_xla, timed(sl, arg, reps=reps), ok, "slices")
     print(f"{'max-pool gradient':26s} {'fused':>8s} {'choice1x':>8s}")
     keep = P._cpu_materialized
     for name, x, a, out in grads:

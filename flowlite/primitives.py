@@ -771,21 +771,24 @@ def _window(a, x):
     # numpy init values keep these the monoid reductions jax can differentiate/transpose
     if kind == "max":
         init = -np.inf if jnp.issubdtype(x.dtype, jnp.floating) else jnp.iinfo(x.dtype).min
-        init = np.array(init, x.dtype)
-
-        def xla_window(x):
-            return lax.reduce_window(x, init, lax.max, dims, strides, padding)
-        if math.prod(dims) <= _MAX_TAPS and 0 not in x.shape:
-            # on CPU the max of the window's strided slices is one fused loop: LeNet's 2x2
-            # pools 1.8-2.8x faster than XLA:CPU's reduce_window (bench/lowering_choices.py)
-            return lax.platform_dependent(
-                x, cpu=lambda x: _window_max_slices(x, init, dims, strides, padding),
-                default=xla_window)
-        return xla_window(x)
-    return lax.reduce_window(x, np.array(0, x.dtype), lax.add, dims, strides, padding)
+        return _reduce_window(x, np.array(init, x.dtype), lax.max, dims, strides, padding)
+    return _reduce_window(x, np.array(0, x.dtype), lax.add, dims, strides, padding)
 
 
-def _window_max_slices(x, init, dims, strides, padding):
+def _reduce_window(x, init, op, dims, strides, padding):
+    """lax.reduce_window; in a CPU program, for a small window, `op` over the window's
+    strided slices instead: one fused loop, LeNet's 2x2 max-pools 1.8-2.8x and sum windows
+    3-6x faster than XLA:CPU's reduce_window (bench/lowering_choices.py)."""
+    def xla_window(x):
+        return lax.reduce_window(x, init, op, dims, strides, padding)
+    if math.prod(dims) <= _MAX_TAPS and 0 not in x.shape:
+        return lax.platform_dependent(
+            x, cpu=lambda x: _window_slices(x, init, op, dims, strides, padding),
+            default=xla_window)
+    return xla_window(x)
+
+
+def _window_slices(x, init, op, dims, strides, padding):
     out = tuple(max(0, (n + lo + hi - k) // s + 1)
                 for n, k, s, (lo, hi) in zip(x.shape, dims, strides, padding))
     if 0 in out:
@@ -796,7 +799,7 @@ def _window_max_slices(x, init, dims, strides, padding):
     for o in np.ndindex(*dims):
         v = lax.slice(x, o, [st + (k - 1) * s + 1 for st, k, s in zip(o, out, strides)],
                       strides)
-        m = v if m is None else lax.max(m, v)
+        m = v if m is None else op(m, v)
     return m
 
 
@@ -820,8 +823,8 @@ def _sum_window_transpose_lower(a, g):
         pads.append((before, after, st - 1))
     padded = lax.pad(g, np.array(0, g.dtype), pads)
     ones = (1,) * len(dims)
-    return lax.reduce_window(padded, np.array(0, g.dtype), lax.add, dims, ones,
-                             ((0, 0),) * len(dims))
+    return _reduce_window(padded, np.array(0, g.dtype), lax.add, dims, ones,
+                          ((0, 0),) * len(dims))
 
 
 sum_window_transpose = prim(

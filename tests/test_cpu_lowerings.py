@@ -1,6 +1,6 @@
 """The CPU-only lowerings chosen by measurement (bench/lowering_choices.py): a convolution with
-few input taps as a sum of shifted slices, a max-pool as the max of its window's slices, and
-the max-pool gradient's window choice computed once.  Each must give the reference's values
+few input taps as a sum of shifted slices, a max-pool (an avg-pool, and its gradient) as the
+max (sum) of its window's slices, and the max-pool gradient's window choice computed once.  Each must give the reference's values
 (XLA's own convolution / reduce_window, PyTorch for forward and backward) and must really be
 what the CPU program runs."""
 import jax
@@ -117,3 +117,35 @@ def test_max_pool_slices_equal_reduce_window_exactly_on_every_dtype():
         got = jax.jit(lambda x: P._window(a, x))(x)
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("kernel,stride,padding,count_include_pad",
+                         [(2, 2, 0, True), (3, 2, 1, True), (3, 2, 1, False), (3, 1, 1, False)])
+def test_avg_pool_slices_forward_and_gradient_match_torch(kernel, stride, padding,
+                                                          count_include_pad):
+    rng = np.random.default_rng(4)
+    x0 = rng.standard_normal((2, 3, 9, 8)).astype(np.float32)
+    x = fl.from_numpy(x0).requires_grad_()
+    y = F.avg_pool2d(x, kernel, stride, padding, count_include_pad=count_include_pad)
+    g0 = rng.standard_normal(tuple(y.shape)).astype(np.float32)
+    (y * fl.from_numpy(g0)).sum().backward()
+
+    tx = torch.from_numpy(x0).requires_grad_()
+    ty = torch.nn.functional.avg_pool2d(tx, kernel, stride, padding,
+                                        count_include_pad=count_include_pad)
+    (ty * torch.from_numpy(g0)).sum().backward()
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_sum_window_slices_equal_reduce_window():
+    rng = np.random.default_rng(5)
+    a = ("sum", (1, 1, 3, 2), (1, 1, 2, 2), ((0, 0), (0, 0), (1, 1), (0, 1)))
+    for dt in (np.float32, np.int32):
+        x = jnp.asarray((rng.standard_normal((2, 2, 7, 6)) * 10).astype(dt))
+        want = lax.reduce_window(x, np.array(0, dt), lax.add, *a[1:])
+        got = jax.jit(lambda x: P._window(a, x))(x)
+        assert got.dtype == want.dtype
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-6, atol=1e-5)
+    text = _program(lambda x: F.avg_pool2d(x, 2), fl.randn(2, 3, 8, 8))
+    assert "reduce-window(" not in text
