@@ -110,29 +110,25 @@ def test_state_dict_names_and_init_range():
     assert w.min() >= -bound and w.max() <= bound and w.std() > bound / 2
 
 
-def _compile_seconds(T, tries=2):
-    """The best of `tries` fresh compiles (a busy machine only ever adds time)."""
-    best = None
-    for _ in range(tries):
-        fl.clear_cache()
-        fl.manual_seed(0)
-        m = LSTM(8, 16)
-        x = fl.randn(T, 4, 8)
-        fl.sync()
-        fl.metrics.reset()
-        y, _ = m(x)
-        y.sum().backward()
-        fl.sync()
-        t = fl.metrics.counters()["compile_s"]
-        best = t if best is None else min(best, t)
-    return best
+def _compile_seconds(T):
+    fl.manual_seed(0)
+    m = LSTM(8, 16)
+    x = fl.randn(T, 4, 8)
+    fl.sync()
+    fl.metrics.reset()
+    y, _ = m(x)
+    y.sum().backward()
+    fl.sync()
+    c = fl.metrics.counters()
+    return c["compile_s"], c["graph_nodes"]
 
 
 def test_lstm_compile_time_does_not_grow_with_sequence_length():
-    _compile_seconds(3, tries=1)     # warm jax's own caches
-    t16 = _compile_seconds(16)
-    t256 = _compile_seconds(256)
-    assert t256 <= 2 * t16 + 0.05, (t16, t256)
+    _compile_seconds(3)              # warm jax's own caches
+    (t16, n16), (t256, n256) = _compile_seconds(16), _compile_seconds(256)
+    assert n256 == n16               # one scan, whatever the length: the same program size
+    # (an unrolled 256-step LSTM compiles for seconds; the margin absorbs a busy machine)
+    assert t256 <= 3 * t16 + 0.25, (t16, t256)
 
 
 def test_reading_an_lstm_output_before_backward_then_syncing_again():
