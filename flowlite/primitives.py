@@ -671,10 +671,7 @@ def _conv_taps(a, x, w):
     for c in range(cin):
         for off in np.ndindex(*ks):
             start = [o * d for o, d in zip(off, rhs_dil)]
-            tap = lax.slice(x, [0, c] + start,
-                            [n, c + 1] + [b + st * (m - 1) + 1
-                                          for b, st, m in zip(start, strides, out)],
-                            [1, 1] + list(strides))
+            tap = _tap(x, [0, c] + start, [n, 1] + out, [1, 1] + list(strides))
             term = tap * lax.reshape(w[(slice(None), c) + off], bshape)
             y = term if y is None else y + term
     return y
@@ -788,17 +785,27 @@ def _reduce_window(x, init, op, dims, strides, padding):
     return xla_window(x)
 
 
+def _window_out(shape, dims, strides, padding):
+    """A window reduction's output shape."""
+    return tuple(max(0, (n + lo + hi - k) // s + 1)
+                 for n, k, s, (lo, hi) in zip(shape, dims, strides, padding))
+
+
+def _tap(x, offset, out, strides):
+    """The elements at `offset` in every window: a strided slice of shape `out`."""
+    return lax.slice(x, offset, [o + s * (m - 1) + 1 for o, m, s in zip(offset, out, strides)],
+                     strides)
+
+
 def _window_slices(x, init, op, dims, strides, padding):
-    out = tuple(max(0, (n + lo + hi - k) // s + 1)
-                for n, k, s, (lo, hi) in zip(x.shape, dims, strides, padding))
+    out = _window_out(x.shape, dims, strides, padding)
     if 0 in out:
         return jnp.zeros(out, x.dtype)
     if any(lo or hi for lo, hi in padding):
         x = lax.pad(x, init, [(lo, hi, 0) for lo, hi in padding])
     m = None
     for o in np.ndindex(*dims):
-        v = lax.slice(x, o, [st + (k - 1) * s + 1 for st, k, s in zip(o, out, strides)],
-                      strides)
+        v = _tap(x, o, out, strides)
         m = v if m is None else op(m, v)
     return m
 
@@ -839,8 +846,7 @@ def _window_choice(x, dims, strides, padding):
     # the first maximum, or the last NaN).
     # Returns the index into the window of each choice (int32, output-shaped; None for an
     # empty output), the window offsets in that order, and the output shape.
-    out = tuple(max(0, (n + lo + hi - k) // s + 1)
-                for n, k, s, (lo, hi) in zip(x.shape, dims, strides, padding))
+    out = _window_out(x.shape, dims, strides, padding)
     offs = list(np.ndindex(*dims))
     if 0 in out or 0 in x.shape:
         return None, offs, out
@@ -851,8 +857,7 @@ def _window_choice(x, dims, strides, padding):
     floating = jnp.issubdtype(x.dtype, jnp.floating)
     sel = idx = have = None
     for j, o in enumerate(offs):
-        v = lax.slice(x, o, [st + (m - 1) * s + 1 for st, m, s in zip(o, out, strides)],
-                      strides)
+        v = _tap(x, o, out, strides)
         # which windows' element at this offset is input, not padding (static)
         valid = _unpadded(shape, o, out, strides, padding) if padded else None
         if j == 0:
@@ -946,8 +951,7 @@ def _max_window_select_lower(a, x, gg):
         gg = lax.pad(gg, zero, [(lo, hi, 0) for lo, hi in padding])
     total = None
     for j, o in enumerate(offs):
-        v = lax.slice(gg, o, [st + (m - 1) * s + 1 for st, m, s in zip(o, out, strides)],
-                      strides)
+        v = _tap(gg, o, out, strides)
         v = jnp.where(idx == j, v, zero)
         total = v if total is None else total + v
     return total
