@@ -16,11 +16,13 @@ mark the key as untemplated: that tape always runs its VJP rules.
 Only the plain `loss.backward()` of one root uses templates; `create_graph`, `grad(...,
 inputs=)`, `retain_grad()` and the eager / anomaly debug modes run the rules.
 
-Layer: part of the autograd engine — imports ir, metrics and runtime only.
+Layer: part of the autograd engine — imports graph_key, ir, metrics and runtime only.
 """
 from __future__ import annotations
 
-from . import ir
+import itertools
+
+from . import graph_key, ir
 from .metrics import _C, user_site
 from .runtime import rt
 
@@ -35,14 +37,20 @@ _cache: dict = {}
 enabled = [True]   # tests switch templates off to compare against the rules themselves
 
 
+_serials = itertools.count()
+
+
 class _Template:
-    __slots__ = ("steps", "consts", "outs", "n_env")
+    __slots__ = ("steps", "consts", "outs", "n_env", "token")
 
     def __init__(self, steps, consts, outs, n_env):
         self.steps = steps      # (op, input env indices, attrs, shape, dtype, device, sig)
         self.consts = consts    # nodes shared by every emission (baked constants, scalars)
         self.outs = outs        # (index of the AccumulateGrad edge, env index of its gradient)
         self.n_env = n_env      # env entries before the consts: root cotangent + saved nodes
+        # one graph-key entry stands for all of an emission's nodes: its env's codes, then
+        # this (graph_key.token); the serial makes it this template's alone
+        self.token = graph_key.token("backward template", next(_serials))
 
     def same_as(self, other) -> bool:
         if self.steps != other.steps or self.outs != other.outs or \
@@ -132,6 +140,14 @@ def emit(t, env, edges, Tensor):
     flags = _flags
     site = user_site(3) if flags["track_sites"] else None   # backward's line, as the rules get
     env.extend(t.consts)
+    st = rt.local.stream
+    flat = st.flat
+    enter = graph_key.enter
+    for n in env:
+        flat.append(n.mark if n.epoch is st else enter(st, n))
+    flat.append(t.token)
+    k = st.nxt
+    st.nxt = k + len(t.steps)
     new = _new_node
     append = env.append
     for op, ins, attrs, shape, dtype, device, sig in t.steps:
@@ -144,7 +160,9 @@ def emit(t, env, edges, Tensor):
         n.device = device
         n.value = None
         n.site = site
-        n.mark = 0
+        n.epoch = st
+        n.mark = k
+        k += 1
         n.size = None
         n.sig = sig
         append(n)

@@ -19,7 +19,7 @@ from . import autograd, dtypes as D, ir
 from . import ops as F
 from . import primitives as P
 from .ir import Node, Prim
-from .runtime import rt
+from .runtime import KeyStream, rt
 from .tensor import Tensor, apply
 
 
@@ -54,11 +54,16 @@ def _trace_body(fn, carry_tree, carry_leaves, x_tree, x_leaves):
     local = rt.local
     mark = len(local.pending)
     local.tracing_body += 1
+    # the body's ops go into a program of their own, not into the graph key of the pending
+    # work (an invalid key stream numbers nothing it reads)
+    stream = local.stream
+    local.stream = KeyStream(valid=False)
     try:
         out = fn(jax.tree_util.tree_unflatten(carry_tree, cps),
                  jax.tree_util.tree_unflatten(x_tree, xps) if x_leaves else None)
     finally:
         local.tracing_body -= 1
+        local.stream = stream
         del local.pending[mark:]
     if not isinstance(out, tuple) or len(out) != 2:
         raise TypeError("scan: the body must return a pair (new_carry, y)")

@@ -1,15 +1,17 @@
 """The sync barrier: pending graph -> cached XLA executable -> rebound tensors.
 
-Layer: executor — imports ir, runtime, tape (the saved nodes it must keep), lowering,
-metrics and device; it works on nodes, never on the Tensor class.  Debug tools observe it
-through the hooks on `runtime.rt`.
+Layer: executor — imports ir, runtime, graph_key, tape (the saved nodes it must keep),
+lowering, metrics and device; it works on nodes, never on the Tensor class.  Debug tools
+observe it through the hooks on `runtime.rt`.
 
 At a sync every live tensor with pending work (and every pending node the tape
 still needs) becomes an output of ONE executable per device.  The graph key is
 a flat tuple of ints — interned node signatures plus input wiring — gathered
-in a single walk that also collects the leaf arguments; a cache hit costs that
-walk and one dict lookup.  Leaf buffers that nothing but this graph can reach
-any more (an in-place update replaced them) are donated to the executable.
+in a single walk that also collects the leaf arguments.  The ops also record a key of
+their own as they are made (graph_key): a sync whose recorded key was seen before reuses
+that walk's structure, so a steady step's cache hit costs no walk, one tuple and two dict
+lookups.  Leaf buffers that nothing but this graph can reach any more (an in-place update
+replaced them) are donated to the executable.
 """
 from __future__ import annotations
 
@@ -24,8 +26,9 @@ import numpy as np
 
 from . import buckets, ir, metrics
 from .device import default_device
+from .graph_key import out_codes
 from .lowering import Executable, build_executable  # noqa: F401  (Executable: re-exported)
-from .runtime import rt
+from .runtime import KeyStream, rt
 from .tape import saved_pending_nodes
 
 # graph key -> _Structure (its executables by donation set), least recently used first
@@ -129,6 +132,9 @@ def _sync(cause, extra_roots, defer=False):
         raise RuntimeError(f"{cause}: a tensor's value can't be read inside a scan body (the "
                            "body is traced once on placeholders); move the read after scan()")
     local = rt.local
+    # the pending work's graph key ends here: what is recorded from now on starts a new one
+    stream = local.stream
+    local.stream = KeyStream()
     if local.unverified is not None and not defer:
         _verify_deferred()
     owners = {} if observers else None
@@ -142,7 +148,10 @@ def _sync(cause, extra_roots, defer=False):
             roots.append(n)
     metrics.note_sync(cause)
     if roots or checks:
-        _dispatch(roots, checks, cause, owners, defer)
+        try:
+            _dispatch(roots, checks, cause, owners, defer, stream)
+        finally:
+            stream.ext = None       # (its leaves: held no longer than the sync)
     if local.unverified is not None and not (roots or checks):
         _verify_deferred()
     # committed: what a later failure would roll back starts here
@@ -153,7 +162,7 @@ def _sync(cause, extra_roots, defer=False):
             raise _again(n.value)
 
 
-def _dispatch(roots, checks, cause, owners, defer=False):
+def _dispatch(roots, checks, cause, owners, defer=False, stream=None):
     device = roots[0].device if roots else checks[0].device
     for n in roots:
         if n.device is not device:
@@ -164,7 +173,7 @@ def _dispatch(roots, checks, cause, owners, defer=False):
                 break
         else:
             if device is not None:     # the usual case: everything on one device
-                return _run(roots, device, cause, owners, checks, defer)
+                return _run(roots, device, cause, owners, checks, defer, stream)
     by_device = {}
     for n in roots:
         # baked constants have no device of their own: they run on the default one
@@ -175,29 +184,33 @@ def _dispatch(roots, checks, cause, owners, defer=False):
         _run(rs, device, cause, owners, cs)
 
 
-# Every walk numbers the nodes it reaches from a fresh base upwards (Node.mark), so "seen in
-# this walk" is `mark >= base` and a node's slot is `mark - base`: no dict on the hot path.
+# Every walk numbers the nodes it reaches from 0 (Node.mark) under an epoch object of its own
+# (Node.epoch), so "seen in this walk" is `epoch is tag` and a node's slot is its mark: no dict
+# on the hot path, and no clash with the numbering of a graph key being recorded (graph_key).
 
 
 def _walk_marked(roots):
-    """One iterative post-order walk: topological order, leaf args, exact key."""
-    base = nxt = rt.mark_base
+    """One iterative post-order walk: topological order, leaf args, exact key (the last
+    value, the base of the marks, is 0)."""
+    tag = object()
+    nxt = 0
     order = []
     leaves = []
     scalars = []
     flat = []
     fappend = flat.append
     for r in roots:
-        if r.mark >= base:
+        if r.epoch is tag:
             continue
         stack = [r]
         while stack:
             n = stack[-1]
-            if n.mark >= base:
+            if n.epoch is tag:
                 stack.pop()
                 continue
             op = n.op
             if op is _DATA or op is _SCALAR:
+                n.epoch = tag
                 n.mark = nxt
                 nxt += 1
                 (leaves if op is _DATA else scalars).append(n)
@@ -207,20 +220,20 @@ def _walk_marked(roots):
             ins = n.inputs
             pushed = False
             for i in ins:
-                if i.mark < base:
+                if i.epoch is not tag:
                     stack.append(i)
                     pushed = True
             if pushed:
                 continue
             stack.pop()
+            n.epoch = tag
             n.mark = nxt
             nxt += 1
             order.append(n)
             fappend(n.sig)
             for i in ins:
-                fappend(i.mark - base)
-    rt.mark_base = nxt
-    return order, leaves, scalars, flat, base
+                fappend(i.mark)
+    return order, leaves, scalars, flat, 0
 
 
 def _walk(roots):
@@ -339,35 +352,82 @@ class _Structure:
         return tuple(donate)
 
 
-def _run(roots, device, cause, owners=None, checks=(), defer=False):
+# graph key recorded with the ops (graph_key) -> (its structure, that structure's key in
+# _cache, where the structure's leaves and host scalars sit in the stream's `ext`, nodes)
+_by_stream: dict = {}
+
+
+def _remember_stream(skey, stream, st, key, leaves, scalars, n_nodes):
+    """Map a stream key to the walked structure, unless the stream read a node twice (a walk
+    or another thread renumbered it in between): its positions would be ambiguous."""
+    pos = {}
+    for j, n in enumerate(stream.ext):
+        if pos.setdefault(id(n), j) != j:
+            return
+    try:
+        at_leaf = tuple([pos[id(n)] for n in leaves])
+        at_scalar = tuple([pos[id(n)] for n in scalars])
+    except KeyError:     # (can't happen for a valid stream: every input was coded)
+        return
+    if len(_by_stream) >= 4 * _limit["structures"]:
+        _by_stream.clear()
+    _by_stream[skey] = (st, key, at_leaf, at_scalar, n_nodes)
+
+
+def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None):
     t0 = time.perf_counter()
-    order, leaves, scalars, flat, base = _walk_marked(roots + checks if checks else roots)
-    if _failed_live and _has_failed(order):
-        # (this frame's leaf list would count as a holder and stop the nested run's
-        # donations)
-        del leaves, scalars, flat
-        return _run_around_failed(roots, checks, order, device, cause, owners)
-    out_slots = tuple([r.mark - base for r in roots])
-    key = (device, tuple(flat), out_slots)
     # a deferred step's checks chain: its executable also takes the previous deferred
     # step's ok flag and commits nothing when that one failed, so it can be dispatched
     # before the previous step's flags are read (the host traces ahead)
     chain = bool(checks) and defer and device.type != "mesh"
-    if checks:
-        key += (tuple([c.mark - base for c in checks]), chain)
-    if device.type == "mesh":   # the sharding of every input is part of the key
-        key += tuple(leaf.value.sharding for leaf in leaves)
-    st = _cache.get(key)
-    if st is None and not defer and buckets._state["on"] and device.type != "mesh" and \
-            not observers and not rt.flags["eager"] and \
-            _run_bucketed(order, leaves, scalars, base, roots, checks, device, cause, t0):
-        return
-    if st is None:
-        st = _cache[key] = _Structure(order, leaves, roots, base, checks)
-        if len(_cache) > _limit["structures"]:
-            _cache.popitem(last=False)      # the least recently used structure goes
-    else:
+    skey = None
+    if stream is not None and stream.valid and not observers and device.type != "mesh":
+        outs = out_codes(stream, roots)
+        cks = out_codes(stream, checks) if checks else ()
+        if outs is not None and cks is not None:
+            skey = (device, tuple(stream.flat), tuple(stream.esigs), outs, cks, chain)
+    known = _by_stream.get(skey) if skey is not None else None
+    order = None
+    if known is not None:
+        # the graph key recorded with the ops names a structure run before: no walk
+        st, key, at_leaf, at_scalar, n_nodes = known
+        ext = stream.ext
+        leaves = [ext[j] for j in at_leaf]
+        scalars = [ext[j] for j in at_scalar]
+        stream.ext = ext = None     # (a holder of the leaves: it would stop their donation)
         _cache.move_to_end(key)
+    else:
+        order, leaves, scalars, flat, base = _walk_marked(roots + checks if checks else roots)
+        n_nodes = len(order)
+        if _failed_live and _has_failed(order):
+            # (this frame's leaf list would count as a holder and stop the nested run's
+            # donations)
+            del leaves, scalars, flat
+            if stream is not None:
+                stream.ext = None
+            return _run_around_failed(roots, checks, order, device, cause, owners)
+        out_slots = tuple([r.mark - base for r in roots])
+        key = (device, tuple(flat), out_slots)
+        if checks:
+            key += (tuple([c.mark - base for c in checks]), chain)
+        if device.type == "mesh":   # the sharding of every input is part of the key
+            key += tuple(leaf.value.sharding for leaf in leaves)
+        st = _cache.get(key)
+        if st is None and not defer and buckets._state["on"] and device.type != "mesh" and \
+                not observers and not rt.flags["eager"] and \
+                _run_bucketed(order, leaves, scalars, base, roots, checks, device, cause, t0):
+            return
+        if st is None:
+            st = _cache[key] = _Structure(order, leaves, roots, base, checks)
+            if len(_cache) > _limit["structures"]:
+                _cache.popitem(last=False)      # the least recently used structure goes
+                _by_stream.clear()
+        else:
+            _cache.move_to_end(key)
+        if skey is not None:
+            _remember_stream(skey, stream, st, key, leaves, scalars, n_nodes)
+        if stream is not None:
+            stream.ext = None
     donate = st.donatable(leaves)
     exe = st.exes.get(donate)
     args = [leaf.value for leaf in leaves]
@@ -376,6 +436,9 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
     if chain:
         args.append(_true(device))      # replaced below when a previous step is unread
     if exe is None:
+        if order is None:       # a new donation set of a known stream: the program is needed
+            order, _, _, _, base = _walk_marked(roots + checks if checks else roots)
+            out_slots = tuple([r.mark - base for r in roots])
         tc = time.perf_counter()
         slot = _slots(base, leaves, scalars, order)
         try:
@@ -435,7 +498,7 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False):
         r.sig = sig
         if r.device is None:
             r.device = device
-    _note_run(t0, t1, t2, len(order), cause)
+    _note_run(t0, t1, t2, n_nodes, cause)
     if failed is not None:
         err, taint = failed
         # outputs computed from a failed op fail; outputs that replace a leaf in place
@@ -719,7 +782,16 @@ def _again(err):
     return e
 
 
+def _rewriting(node):
+    """`node` is about to be rewritten (a failure, a rollback): the graph key being recorded
+    can't name it any more if it was recorded there."""
+    st = rt.local.stream
+    if node.epoch is st:
+        st.valid = False
+
+
 def _fail(node, err):
+    _rewriting(node)
     node.op = FAILED
     node.inputs = ()
     node.attrs = ()
@@ -769,6 +841,7 @@ def _rollback(roots, err, taint=None, undo=None, clear=True, rng=True):
         if r.op is not _DATA:
             src = _replaced_input(r)
             if _usable(src):
+                _rewriting(r)
                 r.op, r.inputs, r.attrs, r.value = _DATA, (), (), src.value
                 r.sig = ir.intern_sig((_DATA, (), r.shape, r.dtype, 0))
                 continue
@@ -863,6 +936,7 @@ def clear_cache() -> None:
     """Drop every compiled executable (the next sync of each graph compiles again, or loads
     it from JAX's persistent cache)."""
     _cache.clear()
+    _by_stream.clear()
     buckets.clear()
 
 
@@ -873,6 +947,7 @@ def set_cache_limit(n: int) -> None:
     _limit["structures"] = n
     while len(_cache) > n:
         _cache.popitem(last=False)
+        _by_stream.clear()
 
 
 def executables() -> list:

@@ -83,7 +83,7 @@ class Node:
     The tracing hot paths (tensor.apply, recording.record_into, backward_templates.emit)
     build nodes inline, as `node_with_sig` does: a new slot must be set there too."""
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "device", "sig", "value",
-                 "site", "mark", "size", "__weakref__")
+                 "site", "mark", "epoch", "size", "__weakref__")
 
     def __init__(self, op, inputs, attrs, shape, dtype, device, value=None):
         self.op = op
@@ -94,7 +94,10 @@ class Node:
         self.device = device
         self.value = value
         self.site = None
-        self.mark = 0       # the executor's walk numbering (see executor._walk_marked)
+        # this node's number in a numbering: the graph key being recorded (graph_key) or an
+        # executor walk (executor._walk_marked); `epoch` is that numbering's own object
+        self.mark = 0
+        self.epoch = None
         self.size = None    # `shape` as a Size, made on the first Tensor.shape read
         self.sig = intern_sig((op, attrs, shape, dtype, len(inputs)))
 
@@ -123,6 +126,7 @@ def node_with_sig(op, inputs, attrs, shape, dtype, device, sig, value=None) -> N
     n.value = value
     n.site = None
     n.mark = 0
+    n.epoch = None
     n.size = None
     n.sig = sig
     return n

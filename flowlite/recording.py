@@ -1,15 +1,16 @@
 """Rebinding tensors and recording updates: the in-place half of the tracer.
 
-Layer: above the op front end (a dtype change on rebind is an op) — imports ir, runtime,
-tape, tensor, metrics, primitives, ops and views.  In-place methods, `nn` (parameter values) and `optim` (the
-update node whose outputs replace parameters and state) all go through these, so nothing
-outside the core writes `Tensor._node`.
+Layer: above the op front end (a dtype change on rebind is an op) — imports graph_key, ir,
+runtime, tape, tensor, metrics, primitives, ops and views.  In-place methods, `nn` (parameter
+values) and `optim` (the update node whose outputs replace parameters and state) all go
+through these, so nothing outside the core writes `Tensor._node`.
 """
 from __future__ import annotations
 
 import weakref
 
-from . import ir
+from . import graph_key, ir
+from .graph_key import enter as _enter
 from .metrics import _C
 from .ops import broadcast_to, full_like, getitem_plan, index_put, to_dtype, where
 from .primitives import tuple_get
@@ -133,6 +134,7 @@ def record_into(targets, prim, inputs, attrs, memo=None) -> None:
     stay the same: this runs for every parameter of every step."""
     shapes = tuple([t._node.shape for t in targets])
     dts = tuple([t._node.dtype for t in targets])
+    local = rt.local
     if memo is not None and memo.get("key") == (attrs, shapes, dts):
         nodes = tuple([t._node for t in inputs])
         device = nodes[0].device
@@ -140,6 +142,14 @@ def record_into(targets, prim, inputs, attrs, memo=None) -> None:
             if n.device is not device and n.device is not None:
                 apply(prim, inputs, attrs, shapes, dts)   # raises the device error
         node = ir.node_with_sig(prim, nodes, attrs, shapes, dts, device, memo["sig"])
+        st = local.stream       # the entry apply would make (graph_key)
+        flat = st.flat
+        for i in nodes:
+            flat.append(i.mark if i.epoch is st else _enter(st, i))
+        flat.append(node.sig)
+        node.epoch = st
+        node.mark = st.nxt
+        st.nxt += 1
         _C["ops"] += 1
     else:
         node = apply(prim, inputs, attrs, shapes, dts)._node
@@ -148,13 +158,20 @@ def record_into(targets, prim, inputs, attrs, memo=None) -> None:
             memo["sig"] = node.sig
     n = len(targets)
     key = (shapes, dts)
-    sigs = _proj_sigs.get(key)
-    if sigs is None:
-        sigs = _proj_sigs[key] = [ir.intern_sig((tuple_get, (j, n), shapes[j], dts[j], 1))
-                                  for j in range(n)]
+    proj = _proj_sigs.get(key)
+    if proj is None:
+        proj = _proj_sigs[key] = (
+            [ir.intern_sig((tuple_get, (j, n), shapes[j], dts[j], 1)) for j in range(n)],
+            graph_key.token("projections", key))
+    sigs = proj[0]
+    # the projections are one graph-key entry: no codes (they read the entry before)
+    st = local.stream
+    st.flat.append(proj[1])
+    k = st.nxt
+    st.nxt = k + n
     ins = (node,)
     device = node.device
-    pending = rt.local.pending
+    pending = local.pending
     new = _new_node
     for j in range(n):          # node_with_sig, inline: this runs for every target
         t = targets[j]
@@ -167,7 +184,8 @@ def record_into(targets, prim, inputs, attrs, memo=None) -> None:
         p.device = device
         p.value = None
         p.site = None
-        p.mark = 0
+        p.epoch = st
+        p.mark = k + j
         p.size = None
         p.sig = sigs[j]
         t._node = p

@@ -3,7 +3,7 @@
 Layer: runtime state — imports nothing of flowlite.  Every layer above reads and writes the
 same `rt`: the tracer (the debug switch; per thread in `rt.local`: pending tensors, live
 GradFns, the backward-template node recorder), the executor (execution count and causes,
-walk numbering, observers, the sync lock) and the debug tools, which install their hooks
+observers, the sync lock) and the debug tools, which install their hooks
 here instead of being imported by the core.
 """
 from __future__ import annotations
@@ -18,6 +18,20 @@ def _env_on(name: str) -> bool:
 
 def _no_hook(*args, **kwargs):
     return None
+
+
+class KeyStream:
+    """The graph key of this thread's pending work, appended to as ops are recorded
+    (flowlite/graph_key.py): a sync that finds it in the executor's cache runs the cached
+    executable without walking the graph."""
+    __slots__ = ("nxt", "flat", "ext", "esigs", "valid")
+
+    def __init__(self, valid=True):
+        self.nxt = 0          # the next recorded node's number
+        self.flat = []        # per recorded entry: its inputs' codes, then its signature
+        self.ext = []         # the leaves, host scalars and baked constants read, in order
+        self.esigs = []       # their signatures
+        self.valid = valid    # False once something was recorded that the key can't name
 
 
 class _ThreadState(threading.local):
@@ -35,6 +49,7 @@ class _ThreadState(threading.local):
         #                              them back (a failed sync commits nothing)
         self.rng_draws = None        # (seed, rt.rng_draws) after this thread's last sync
         self.unverified = None       # an execution whose check flags are still to be read
+        self.stream = KeyStream()    # the graph key of the pending work, as it is recorded
 
 
 class Runtime:
@@ -46,7 +61,6 @@ class Runtime:
         self.recording = 0           # threads recording a backward template right now
         self.exec_epoch = 0          # executions so far (GradFns remember it at creation)
         self.exec_causes = {}        # execution number -> its sync cause (the last 64)
-        self.mark_base = 1           # executor walks number nodes from here (Node.mark)
         self.observers = []          # fn(exe, leaves, scalars, roots, owners, donate)
         self.rng_seed = 0            # flowlite.manual_seed's value
         self.rng_draws = 0           # random draws so far: the n-th folds n into the key

@@ -15,6 +15,7 @@ import jax
 import numpy as np
 
 from . import dtypes as D, executor, ir
+from .graph_key import enter as _enter
 from .device import Device, _from_jax, default_device, device as _make_device
 from .mesh import device_for_sharding
 from .metrics import _C, user_site
@@ -310,20 +311,32 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
     # the hot path of all tracing: the node, its handle and its GradFn are built inline
     # (no Node/Tensor/GradFn constructor calls; what they do is spelled out here)
     nodes = tuple([t._node for t in inputs])
+    st = _local.stream          # the graph key, appended to as we go (graph_key)
+    flat = st.flat
     device = None
-    for n in nodes:
-        d = n.device
-        if d is not None:
-            if device is None:
-                device = d
-            elif d is not device:
-                raise RuntimeError(
-                    f"{prim.name}: expected all tensors to be on the same device, but found "
-                    f"at least two devices, {device} and {d}")
-    if device is None:
-        device = default_device()
-    if shape is None:
-        shape, dtype = infer(prim, attrs, nodes)
+    try:
+        for n in nodes:
+            flat.append(n.mark if n.epoch is st else _enter(st, n))
+            d = n.device
+            if d is not None:
+                if device is None:
+                    device = d
+                elif d is not device:
+                    raise RuntimeError(
+                        f"{prim.name}: expected all tensors to be on the same device, but "
+                        f"found at least two devices, {device} and {d}")
+        if device is None:
+            device = default_device()
+        if shape is None:
+            shape, dtype = infer(prim, attrs, nodes)
+        sig_key = (prim, attrs, shape, dtype, len(nodes))
+        sig = _SIGS.get(sig_key)
+        if sig is None:
+            sig = _intern_sig(sig_key)
+    except BaseException:
+        st.valid = False          # codes were appended without their entry's signature
+        raise
+    flat.append(sig)
     node = _new_node(_Node)
     node.op = prim
     node.inputs = nodes
@@ -333,11 +346,11 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
     node.device = device
     node.value = None
     node.site = None
-    node.mark = 0
+    node.epoch = st
+    node.mark = k = st.nxt
+    st.nxt = k + 1
     node.size = None
-    sig_key = (prim, attrs, shape, dtype, len(nodes))
-    sig = _SIGS.get(sig_key)
-    node.sig = sig if sig is not None else _intern_sig(sig_key)
+    node.sig = sig
     _C["ops"] += 1
     out = _new_tensor(Tensor)
     out._node = node
