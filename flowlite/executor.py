@@ -273,6 +273,17 @@ def _replaced_leaf(root, leaf_pos):
     return None if n is None else leaf_pos.get(id(n))
 
 
+# the concrete jax.Array classes seen: a set lookup instead of jax.Array's isinstance check
+_ARRAY_TYPES: set = set()
+
+
+def _is_array(v) -> bool:
+    if isinstance(v, jax.Array):
+        _ARRAY_TYPES.add(type(v))
+        return True
+    return False
+
+
 class _Structure:
     """What a cached graph structure fixes for every run of it: which leaves may be
     donated (an output of the same shape/dtype can reuse the buffer) and how many of the
@@ -305,12 +316,17 @@ class _Structure:
         # only those leaves are donated
         keep = set(self.partners) if checked else None
         groups = {}
-        self.candidates = []
+        cands = []
         for j, leaf in enumerate(leaves):
             k = (leaf.shape, leaf.dtype)
             if k in avail and (keep is None or j in keep):
-                g = groups.setdefault(k, [avail[k]])   # one shared, mutable capacity
-                self.candidates.append((j, uses[j], g))
+                g = groups.setdefault(k, [avail[k], 0])   # (outputs to take them, leaves)
+                g[1] += 1
+                cands.append((j, uses[j], g))
+        # (leaf index, its reference count when only this graph holds it: the `leaves` list,
+        # donatable's `leaf`, getrefcount's argument and one per input tuple of the graph;
+        # the outputs its donation competes for, or None when they are enough for every leaf)
+        self.candidates = [(j, 3 + n, g if g[1] > g[0] else None) for j, n, g in cands]
         self.out_sigs = [ir.intern_sig((_DATA, (), r.shape, r.dtype, 0)) for r in roots]
         self.exes = {}    # donated leaf indices -> Executable
         self.last_pack = None   # (scalar values, their packed device arrays) of the last run
@@ -332,23 +348,27 @@ class _Structure:
         """Indices of leaves whose buffers nothing outside this graph can reach."""
         if not self.candidates:
             return ()
-        left = {}
+        left = None
         donate = []
-        for j, uses, cap in self.candidates:
+        for j, expect, cap in self.candidates:
             leaf = leaves[j]
-            # references: the `leaves` list, `leaf`, getrefcount's argument, plus one per
-            # input tuple of this graph that holds it; any other holder (a tensor, the tape)
-            # means the buffer is still reachable
-            if _getrefcount(leaf) != 3 + uses:
+            # any holder beyond those counted in `expect` (a tensor, the tape) means the
+            # buffer is still reachable
+            if _getrefcount(leaf) != expect:
                 continue
             v = leaf.value
             # the array itself: leaf.value, `v`, getrefcount's argument
-            if isinstance(v, jax.Array) and _getrefcount(v) == 3 and not v.is_deleted():
-                k = id(cap)
-                n = left.get(k, cap[0])
-                if n > 0:
+            if (type(v) in _ARRAY_TYPES or _is_array(v)) and _getrefcount(v) == 3 and \
+                    not v.is_deleted():
+                if cap is not None:     # more such leaves than outputs to take them
+                    if left is None:
+                        left = {}
+                    k = id(cap)
+                    n = left.get(k, cap[0])
+                    if n <= 0:
+                        continue
                     left[k] = n - 1
-                    donate.append(j)
+                donate.append(j)
         return tuple(donate)
 
 
