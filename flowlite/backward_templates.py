@@ -150,10 +150,11 @@ def emit(t, env, edges, Tensor):
     st.nxt = k + len(t.steps)
     new = _new_node
     append = env.append
+    take = env.__getitem__
     for op, ins, attrs, shape, dtype, device, sig in t.steps:
         n = new(_Node)          # ir.node_with_sig, inline: one per backward node per step
         n.op = op
-        n.inputs = tuple([env[j] for j in ins])
+        n.inputs = tuple(map(take, ins))
         n.attrs = attrs
         n.shape = shape
         n.dtype = dtype

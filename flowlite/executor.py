@@ -84,10 +84,11 @@ _setup_persistent_cache()
 observers: list = rt.observers
 
 
-def live_pending_roots(owners=None) -> list:
+def live_pending_roots(owners=None, stream=None) -> list:
     """The nodes this thread's next sync must materialise: those of live tensors with pending
     work (`owners`, when given, maps each to its tensors), then those the tape still needs;
-    each once, in first-seen order.  Clears the pending list."""
+    each once, in first-seen order.  Clears the pending list.  `stream`: the graph key these
+    nodes were recorded under (graph_key), whose op nodes are pending by construction."""
     pending = rt.local.pending
     if owners is None:
         # the hot path (every sync): comprehensions, and a dict keyed by node for the
@@ -102,9 +103,17 @@ def live_pending_roots(owners=None) -> list:
                 owners.setdefault(id(t._node), []).append(t)
     pending.clear()
     nodes.extend(saved_pending_nodes())
+    if stream is not None and stream.valid:
+        # (a valid stream's nodes are unchanged since recorded; its leaves have marks < 0)
+        return [n for n in dict.fromkeys(nodes)
+                if (n.epoch is stream and n.mark >= 0) or _is_pending(n)]
+    return [n for n in dict.fromkeys(nodes) if _is_pending(n)]
+
+
+def _is_pending(n) -> bool:
     # device-less nodes are shared baked constants: recomputed, never materialised
-    return [n for n in dict.fromkeys(nodes) if n.op is not _DATA and n.op is not _SCALAR
-            and n.op is not FAILED and n.device is not None]
+    return n.op is not _DATA and n.op is not _SCALAR and n.op is not FAILED and \
+        n.device is not None
 
 
 def sync(cause: str = "explicit flowlite.sync()", extra_roots=(), defer_checks=False) -> None:
@@ -138,7 +147,7 @@ def _sync(cause, extra_roots, defer=False):
     if local.unverified is not None and not defer:
         _verify_deferred()
     owners = {} if observers else None
-    roots = live_pending_roots(owners)
+    roots = live_pending_roots(owners, stream)
     checks = local.checks
     if checks:
         local.checks = []

@@ -51,12 +51,8 @@ def invalidate() -> None:
 def out_codes(st, nodes):
     """The stream numbers of `nodes` (a sync's outputs or checks), or None when one of them
     was not recorded in `st`."""
-    out = []
-    for n in nodes:
-        if n.epoch is not st:
-            return None
-        out.append(n.mark)
-    return tuple(out)
+    out = [n.mark for n in nodes if n.epoch is st]
+    return tuple(out) if len(out) == len(nodes) else None
 
 
 def token(kind, what) -> int:

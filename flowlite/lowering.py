@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import operator
 import time
 
 import jax
@@ -231,9 +232,13 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
         if check_slots:
             where.extend(range(len(perm), len(perm) + 1 + chain))   # ok, flags stay last
 
-        def fn(*a, _run=compiled, _where=tuple(where)):
-            outs = _run(*a)
-            return [outs[p] for p in _where]
+        pick = operator.itemgetter(*where)     # (C: no Python loop per output)
+        if len(where) == 1:
+            def fn(*a, _run=compiled):
+                return [_run(*a)[where[0]]]
+        else:
+            def fn(*a, _run=compiled, _pick=pick):
+                return _pick(_run(*a))
     exe = Executable(fn, len(out_slots), donate)
     exe.compiled = compiled
     exe.n_checks = len(check_slots)

@@ -135,38 +135,41 @@ def record_into(targets, prim, inputs, attrs, memo=None) -> None:
     shapes = tuple([t._node.shape for t in targets])
     dts = tuple([t._node.dtype for t in targets])
     local = rt.local
+    st = local.stream
     if memo is not None and memo.get("key") == (attrs, shapes, dts):
         nodes = tuple([t._node for t in inputs])
         device = nodes[0].device
-        for n in nodes:
-            if n.device is not device and n.device is not None:
-                apply(prim, inputs, attrs, shapes, dts)   # raises the device error
-        node = ir.node_with_sig(prim, nodes, attrs, shapes, dts, device, memo["sig"])
-        st = local.stream       # the entry apply would make (graph_key)
         flat = st.flat
-        for i in nodes:
+        for i in nodes:         # apply's device check and graph-key entry, inline
+            d = i.device
+            if d is not device and d is not None:
+                st.valid = False
+                apply(prim, inputs, attrs, shapes, dts)   # raises the device error
             flat.append(i.mark if i.epoch is st else _enter(st, i))
+        node = ir.node_with_sig(prim, nodes, attrs, shapes, dts, device, memo["sig"])
         flat.append(node.sig)
         node.epoch = st
         node.mark = st.nxt
         st.nxt += 1
         _C["ops"] += 1
+        sigs, token, jn = memo["proj"]
     else:
         node = apply(prim, inputs, attrs, shapes, dts)._node
+        key = (shapes, dts)
+        proj = _proj_sigs.get(key)
+        if proj is None:
+            n = len(targets)
+            proj = _proj_sigs[key] = (
+                [ir.intern_sig((tuple_get, (j, n), shapes[j], dts[j], 1)) for j in range(n)],
+                graph_key.token("projections", key), [(j, n) for j in range(n)])
         if memo is not None:
             memo["key"] = (attrs, shapes, dts)
             memo["sig"] = node.sig
-    n = len(targets)
-    key = (shapes, dts)
-    proj = _proj_sigs.get(key)
-    if proj is None:
-        proj = _proj_sigs[key] = (
-            [ir.intern_sig((tuple_get, (j, n), shapes[j], dts[j], 1)) for j in range(n)],
-            graph_key.token("projections", key))
-    sigs = proj[0]
+            memo["proj"] = proj
+        sigs, token, jn = proj
     # the projections are one graph-key entry: no codes (they read the entry before)
-    st = local.stream
-    st.flat.append(proj[1])
+    n = len(targets)
+    st.flat.append(token)
     k = st.nxt
     st.nxt = k + n
     ins = (node,)
@@ -178,7 +181,7 @@ def record_into(targets, prim, inputs, attrs, memo=None) -> None:
         p = new(_Node)
         p.op = tuple_get
         p.inputs = ins
-        p.attrs = (j, n)
+        p.attrs = jn[j]
         p.shape = shapes[j]
         p.dtype = dts[j]
         p.device = device

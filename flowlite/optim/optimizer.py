@@ -294,7 +294,7 @@ class Optimizer:
         group = self.param_groups[gi]
         params = group["params"]
         gs = [p.grad for p in params]
-        if any(g is None for g in gs):        # (not `None in gs`: that compares tensors)
+        if any([g is None for g in gs]):      # (not `None in gs`: that compares tensors)
             if all(g is None for g in gs):
                 return
             # a subset of params has grads: update them alone, keeping their state slices
