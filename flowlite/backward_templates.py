@@ -41,16 +41,19 @@ _serials = itertools.count()
 
 
 class _Template:
-    __slots__ = ("steps", "consts", "outs", "n_env", "token")
+    __slots__ = ("steps", "consts", "outs", "n_env", "token", "reads")
 
     def __init__(self, steps, consts, outs, n_env):
         self.steps = steps      # (op, input env indices, attrs, shape, dtype, device, sig)
         self.consts = consts    # nodes shared by every emission (baked constants, scalars)
         self.outs = outs        # (index of the AccumulateGrad edge, env index of its gradient)
         self.n_env = n_env      # env entries before the consts: root cotangent + saved nodes
-        # one graph-key entry stands for all of an emission's nodes: its env's codes, then
-        # this (graph_key.token); the serial makes it this template's alone
+        # one graph-key entry stands for all of an emission's nodes: the codes of the env
+        # entries it reads, then this (graph_key.token); the serial makes it this template's
         self.token = graph_key.token("backward template", next(_serials))
+        top = n_env + len(consts)
+        self.reads = tuple(sorted({j for s in steps for j in s[1] if j < top} |
+                                  {j for _, j in outs if j < top}))
 
     def same_as(self, other) -> bool:
         if self.steps != other.steps or self.outs != other.outs or \
@@ -143,7 +146,8 @@ def emit(t, env, edges, Tensor):
     st = rt.local.stream
     flat = st.flat
     enter = graph_key.enter
-    for n in env:
+    for j in t.reads:
+        n = env[j]
         flat.append(n.mark if n.epoch is st else enter(st, n))
     flat.append(t.token)
     k = st.nxt

@@ -93,7 +93,7 @@ def live_pending_roots(owners=None, stream=None) -> list:
     if owners is None:
         # the hot path (every sync): comprehensions, and a dict keyed by node for the
         # de-duplication (nodes hash by identity)
-        nodes = [t._node for t in [r() for r in pending] if t is not None]
+        nodes = [t._node for r in pending if (t := r()) is not None]
     else:
         nodes = []
         for r in pending:
@@ -366,9 +366,9 @@ class _Structure:
             if _getrefcount(leaf) != expect:
                 continue
             v = leaf.value
-            # the array itself: leaf.value, `v`, getrefcount's argument
-            if (type(v) in _ARRAY_TYPES or _is_array(v)) and _getrefcount(v) == 3 and \
-                    not v.is_deleted():
+            # the array itself: leaf.value, `v`, getrefcount's argument (a deleted array
+            # fails the call whether donated or not)
+            if (type(v) in _ARRAY_TYPES or _is_array(v)) and _getrefcount(v) == 3:
                 if cap is not None:     # more such leaves than outputs to take them
                     if left is None:
                         left = {}
