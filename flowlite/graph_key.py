@@ -1,6 +1,6 @@
 """The graph key, built while ops are recorded: no walk of the graph at a cache hit.
 
-Layer: below the tensor — imports ir and runtime only.  Every recorder (tensor.apply, the
+Layer: below the tensor — imports ir only (the stream object lives in runtime).  Every recorder (tensor.apply, the
 backward templates, recording.record_into) appends one entry to this thread's
 `rt.local.stream` (a runtime.KeyStream) per recorded node — the codes of its inputs, then
 its signature — and numbers the node (`Node.mark`, with `Node.epoch` the stream).  An
@@ -20,7 +20,6 @@ walks the graph as before.
 from __future__ import annotations
 
 from . import ir
-from .runtime import rt
 
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
 
@@ -40,12 +39,6 @@ def enter(st, n) -> int:
             return code
         st.valid = False
     return 0
-
-
-def invalidate() -> None:
-    """This thread's pending work can't be keyed by its stream (a node of it was rewritten:
-    a failure rolled it back)."""
-    rt.local.stream.valid = False
 
 
 def out_codes(st, nodes):

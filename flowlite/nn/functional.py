@@ -94,13 +94,8 @@ def _legacy_reduction(size_average, reduce, reduction):
 # ---- linear ------------------------------------------------------------------------------------
 def linear(input, weight, bias=None):
     """y = x Wᵀ + b with W of shape (out_features, in_features)."""
-    try:
-        shp = input._node.shape    # (plain tuples: no Size made per call)
-        wshp = weight._node.shape
-    except AttributeError:
-        bad = "input" if not isinstance(input, Tensor) else "weight"
-        raise TypeError(f"linear: {bad} must be a flowlite Tensor, got "
-                        f"{type(input if bad == 'input' else weight).__name__}") from None
+    shp = input.shape
+    wshp = weight.shape
     if not shp or shp[-1] != wshp[-1]:
         raise ValueError(f"linear: input of shape {tuple(shp)} doesn't match weight of shape "
                          f"{tuple(wshp)} (expected in_features={wshp[-1]} in the last "
