@@ -156,11 +156,12 @@ def _sync(cause, extra_roots, defer=False):
                 n.device is not None and n not in roots:
             roots.append(n)
     metrics.note_sync(cause)
-    if roots or checks:
-        try:
+    try:
+        if roots or checks:
             _dispatch(roots, checks, cause, owners, defer, stream)
-        finally:
-            stream.ext = None       # (its leaves: held no longer than the sync)
+    finally:
+        # the nodes it numbered may outlive it (a batch kept for later): only a shell stays
+        stream.flat = stream.ext = stream.esigs = None
     if local.unverified is not None and not (roots or checks):
         _verify_deferred()
     # committed: what a later failure would roll back starts here
@@ -390,8 +391,9 @@ def _remember_stream(skey, stream, st, key, leaves, scalars, n_nodes):
     """Map a stream key to the walked structure, unless the stream read a node twice (a walk
     or another thread renumbered it in between): its positions would be ambiguous."""
     pos = {}
-    for j, n in enumerate(stream.ext):
-        if pos.setdefault(id(n), j) != j:
+    for j, r in enumerate(stream.ext):
+        n = r()
+        if n is not None and pos.setdefault(id(n), j) != j:
             return
     try:
         at_leaf = tuple([pos[id(n)] for n in leaves])
@@ -418,12 +420,13 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
     known = _by_stream.get(skey) if skey is not None else None
     order = None
     if known is not None:
-        # the graph key recorded with the ops names a structure run before: no walk
+        # the graph key recorded with the ops names a structure run before: no walk (its
+        # leaves are alive: the outputs' graph holds them)
         st, key, at_leaf, at_scalar, n_nodes = known
         ext = stream.ext
-        leaves = [ext[j] for j in at_leaf]
-        scalars = [ext[j] for j in at_scalar]
-        stream.ext = ext = None     # (a holder of the leaves: it would stop their donation)
+        leaves = [ext[j]() for j in at_leaf]
+        scalars = [ext[j]() for j in at_scalar]
+        del ext
         _cache.move_to_end(key)
     else:
         order, leaves, scalars, flat, base = _walk_marked(roots + checks if checks else roots)
@@ -432,8 +435,6 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
             # (this frame's leaf list would count as a holder and stop the nested run's
             # donations)
             del leaves, scalars, flat
-            if stream is not None:
-                stream.ext = None
             return _run_around_failed(roots, checks, order, device, cause, owners)
         out_slots = tuple([r.mark - base for r in roots])
         key = (device, tuple(flat), out_slots)
@@ -455,8 +456,6 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
             _cache.move_to_end(key)
         if skey is not None:
             _remember_stream(skey, stream, st, key, leaves, scalars, n_nodes)
-        if stream is not None:
-            stream.ext = None
     donate = st.donatable(leaves)
     exe = st.exes.get(donate)
     args = [leaf.value for leaf in leaves]

@@ -6,7 +6,7 @@ backward templates, recording.record_into) appends one entry to this thread's
 its signature — and numbers the node (`Node.mark`, with `Node.epoch` the stream).  An
 input's code is the number of a node recorded in the same stream (>= 0), or `~j` for the
 j-th leaf, host scalar or baked constant the stream read (these also go to `stream.ext`,
-their signatures to `stream.esigs`).  A signature fixes its entry's number of inputs, so
+weakly, their signatures to `stream.esigs`).  A signature fixes its entry's number of inputs, so
 the flat list reads back unambiguously: two streams with the same key record the same
 program over their `ext` lists, dead nodes included (XLA drops those).
 
@@ -19,14 +19,18 @@ walks the graph as before.
 """
 from __future__ import annotations
 
+import weakref
+
 from . import ir
 
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
+_ref = weakref.ref
 
 
 def enter(st, n) -> int:
     """The code of input `n`, not yet numbered in stream `st`: a leaf, host scalar or baked
-    constant joins `st.ext`; anything else makes `st` invalid."""
+    constant joins `st.ext` (weakly: the stream keeps nothing alive); anything else makes
+    `st` invalid."""
     if st.valid:
         op = n.op
         if op is _DATA or op is _SCALAR or (n.device is None and not n.inputs):
@@ -34,7 +38,7 @@ def enter(st, n) -> int:
             code = ~len(ext)
             n.epoch = st
             n.mark = code
-            ext.append(n)
+            ext.append(_ref(n))
             st.esigs.append(n.sig)
             return code
         st.valid = False

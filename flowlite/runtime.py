@@ -29,7 +29,7 @@ class KeyStream:
     def __init__(self, valid=True):
         self.nxt = 0          # the next recorded node's number
         self.flat = []        # per recorded entry: its inputs' codes, then its signature
-        self.ext = []         # the leaves, host scalars and baked constants read, in order
+        self.ext = []         # weakrefs to the leaves, host scalars and baked constants read
         self.esigs = []       # their signatures
         self.valid = valid    # False once something was recorded that the key can't name
 

@@ -4,6 +4,7 @@ walk with the same values."""
 from __future__ import annotations
 
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -191,3 +192,12 @@ def test_scan_bodies_do_not_end_the_keying(walks):
         ref = got if ref is None else ref
         np.testing.assert_array_equal(got, ref)
     assert walks[0] == 0
+
+
+def test_the_recorded_key_keeps_no_leaf_alive():
+    b = fl.tensor([3.0, 4.0])
+    b * 2                      # read by the recorded key, the result dropped
+    node = weakref.ref(b._node)
+    del b
+    assert node() is None      # freed before any sync, as without the key
+    np.testing.assert_array_equal((fl.tensor([1.0]) + 1).numpy(), [2.0])
