@@ -1,14 +1,15 @@
 """The graph key, built while ops are recorded: no walk of the graph at a cache hit.
 
-Layer: below the tensor — imports ir only (the stream object lives in runtime).  Every recorder (tensor.apply, the
-backward templates, recording.record_into) appends one entry to this thread's
-`rt.local.stream` (a runtime.KeyStream) per recorded node — the codes of its inputs, then
-its signature — and numbers the node (`Node.mark`, with `Node.epoch` the stream).  An
-input's code is the number of a node recorded in the same stream (>= 0), or `~j` for the
-j-th leaf, host scalar or baked constant the stream read (these also go to `stream.ext`,
-weakly, their signatures to `stream.esigs`).  A signature fixes its entry's number of inputs, so
-the flat list reads back unambiguously: two streams with the same key record the same
-program over their `ext` lists, dead nodes included (XLA drops those).
+Layer: below the tensor — imports ir only (the stream object lives in runtime).  Every
+recorder (tensor.apply, the backward templates, recording.record_into) appends one entry to
+this thread's `rt.local.stream` (a runtime.KeyStream) per recorded node — the codes of its
+inputs, then its signature — and numbers the node (`Node.mark`, with `Node.epoch` the
+stream).  An input's code is the number of a node recorded in the same stream (>= 0), or
+`~j` for the j-th leaf, host scalar or baked constant the stream read (these also go to
+`stream.ext`, weakly, and their signatures to `stream.esigs`).  A signature fixes its
+entry's number of inputs and of nodes, so the flat list reads back unambiguously from its
+end: two streams with the same key record the same program over their `ext` lists, dead
+nodes included (XLA drops those).
 
 The executor keys its executables by the walked graph (what it compiles) and maps each
 stream key it has seen to that graph's structure and to where the graph's leaves sit in
