@@ -9,8 +9,8 @@ still needs) becomes an output of ONE executable per device.  The graph key is
 a flat tuple of ints — interned node signatures plus input wiring — gathered
 in a single walk that also collects the leaf arguments.  The ops also record a key of
 their own as they are made (graph_key): a sync whose recorded key was seen before reuses
-that walk's structure, so a steady step's cache hit costs no walk, one tuple and two dict
-lookups.  Leaf buffers that nothing but this graph can reach any more (an in-place update
+that walk's structure, so a steady step's cache hit costs no walk: the recorded key made a
+tuple and looked up.  Leaf buffers that nothing but this graph can reach any more (an in-place update
 replaced them) are donated to the executable.
 """
 from __future__ import annotations

@@ -232,13 +232,10 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
         if check_slots:
             where.extend(range(len(perm), len(perm) + 1 + chain))   # ok, flags stay last
 
-        pick = operator.itemgetter(*where)     # (C: no Python loop per output)
-        if len(where) == 1:
-            def fn(*a, _run=compiled):
-                return [_run(*a)[where[0]]]
-        else:
-            def fn(*a, _run=compiled, _pick=pick):
-                return _pick(_run(*a))
+        # (a permutation that isn't the identity has two entries or more: itemgetter returns
+        # a tuple, picked in C rather than by a Python loop per output)
+        def fn(*a, _run=compiled, _pick=operator.itemgetter(*where)):
+            return _pick(_run(*a))
     exe = Executable(fn, len(out_slots), donate)
     exe.compiled = compiled
     exe.n_checks = len(check_slots)
