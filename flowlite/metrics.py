@@ -39,8 +39,11 @@ def reset() -> None:
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
-_in_pkg: dict = {}      # code object -> defined inside flowlite?
-_sites: dict = {}       # (code object, line) -> "file:line"
+# Both caches key code objects by id: hashing a code object hashes its bytecode, names and
+# constants on every call.  `_in_pkg` holds the code object, so its id can't be reused while
+# either cache names it (both are cleared together).
+_in_pkg: dict = {}      # id(code object) -> (the code object, defined inside flowlite?)
+_sites: dict = {}       # (id(code object), instruction offset) -> "file:line"
 
 
 def user_site(depth: int = 2) -> str:
@@ -48,18 +51,19 @@ def user_site(depth: int = 2) -> str:
     f = sys._getframe(depth)
     while f is not None:
         code = f.f_code
-        inside = _in_pkg.get(code)
-        if inside is None:
+        e = _in_pkg.get(id(code))
+        if e is None or e[0] is not code:
             if len(_in_pkg) > 50_000:     # exec'd code keeps making new code objects
                 _in_pkg.clear()
                 _sites.clear()
-            inside = _in_pkg[code] = code.co_filename.startswith(_PKG_DIR)
-        if not inside:
+            e = _in_pkg[id(code)] = (code, code.co_filename.startswith(_PKG_DIR))
+        if not e[1]:
             break
         f = f.f_back
     if f is None:
         return "<unknown>"
-    k = (code, f.f_lineno)
+    # keyed by the instruction offset: f_lineno decodes the line table on every read
+    k = (id(code), f.f_lasti)
     s = _sites.get(k)
     if s is None:
         s = _sites[k] = f"{os.path.basename(code.co_filename)}:{f.f_lineno}"
