@@ -104,9 +104,25 @@ def live_pending_roots(owners=None, stream=None) -> list:
     pending.clear()
     nodes.extend(saved_pending_nodes())
     if stream is not None and stream.valid:
-        # (a valid stream's nodes are unchanged since recorded; its leaves have marks < 0)
-        return [n for n in dict.fromkeys(nodes)
-                if (n.epoch is stream and n.mark >= 0) or _is_pending(n)]
+        # (a valid stream's nodes are unchanged since recorded; its leaves have marks < 0.)
+        # Its nodes are told apart by their numbers: a dict of a step's nodes is a large
+        # allocation, the first of which after the executable ran takes malloc's slow path
+        seen = bytearray(stream.nxt)
+        out = []
+        others = None
+        for n in nodes:
+            if n.epoch is stream and n.mark >= 0:
+                m = n.mark
+                if not seen[m]:
+                    seen[m] = 1
+                    out.append(n)
+            elif _is_pending(n):
+                if others is None:
+                    others = {}
+                if n not in others:
+                    others[n] = None
+                    out.append(n)
+        return out
     return [n for n in dict.fromkeys(nodes) if _is_pending(n)]
 
 
