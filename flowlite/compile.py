@@ -88,7 +88,8 @@ class _Plan:
                  # precomputed replay work (see _prepare)
                  "replayable", "n_args", "pack_pos", "true_arg", "arg_srcs", "state_srcs", "const_srcs",
                  "scalar_vals", "rng_pos", "hp_groups", "pack",
-                 "out_state", "out_grad", "out_general", "grad_general", "ret_leaf")
+                 "out_state", "out_grad", "out_general", "grad_general", "ret_leaf",
+                 "out_kept")
 
 
 class _HpGroup:
@@ -378,7 +379,9 @@ class CompiledFunction:
             args[-1] = plan.true_arg
         outs = plan.exe.fn(*args)
         del args
+        new_nodes = {}
         if plan.exe.n_checks:
+            _bind_outputs(*plan.out_kept, outs, new_nodes)
             _verify_replay(plan, outs, rng_base)
         rt.rng_draws = rng_base + plan.rng_delta
         C = metrics._C
@@ -386,7 +389,7 @@ class CompiledFunction:
         C["cache_hits"] += 1
         C["replays"] += 1
         self.replays += 1
-        new_nodes = _rebind_replayed(plan, outs)
+        _rebind_replayed(plan, outs, new_nodes)
         if plan.ret_leaf is not None:
             return Tensor(new_nodes[plan.ret_leaf])
         ret = []
@@ -524,6 +527,14 @@ def _prepare(plan):
             plan.out_general.append((j, targets) + meta)
             plan.grad_general.extend((r, j) for r in grads)
         # else: an output nothing holds after the call (a temporary the body kept alive)
+    # the outputs a failed check keeps at their old values (the guarded in-place updates)
+    # are bound whatever the checks say: before the flags are read, while the program runs
+    keep = plan.exe.guarded if plan.exe.n_checks else ()
+    plan.out_kept = ([e for e in plan.out_state if e[0] in keep],
+                     [e for e in plan.out_general if e[0] in keep])
+    if keep:
+        plan.out_state = [e for e in plan.out_state if e[0] not in keep]
+        plan.out_general = [e for e in plan.out_general if e[0] not in keep]
     plan.ret_leaf = None
     if jax.tree_util.treedef_is_leaf(plan.ret_tree) and len(plan.ret_roots) == 1 \
             and plan.ret_roots[0][0] == "root":
@@ -567,36 +578,22 @@ def _replay_args(plan, flat):
 
 def _verify_replay(plan, outs, rng_base):
     """A replay whose checks failed commits nothing: only the outputs that replace a donated
-    leaf in place (kept at their old values when a check fails) are bound
-    back; everything else keeps its value from before the call."""
-    exe = plan.exe
-    bad = executor.verify(outs[-1], exe.check_infos)
-    if not bad:
-        return
-    keep = exe.guarded
-    for j, tref, esig, device, shape, dtype in plan.out_state:
-        t = tref()
-        if j in keep and t is not None:
-            t._node = _data_node(outs[j], shape, dtype, device, esig)
-    for j, targets, esig, device, shape, dtype in plan.out_general:
-        if j in keep:
-            node = _data_node(outs[j], shape, dtype, device, esig)
-            for r in targets:
-                t = r()
-                if t is not None:
-                    t._node = node
-    rt.rng_draws = rng_base
-    raise bad[0][1]
+    leaf in place (kept at their old values when a check fails: plan.out_kept, bound
+    before this) are bound; everything else keeps its value from before the call."""
+    bad = executor.verify(outs[-1], plan.exe.check_infos)
+    if bad:
+        rt.rng_draws = rng_base
+        raise bad[0][1]
 
 
-def _rebind_replayed(plan, outs):
-    """Point the persistent tensors and .grads at this call's outputs; returns the new
-    nodes of the outputs more than one holder (or the return value) shares."""
+def _bind_outputs(out_state, out_general, outs, new_nodes):
+    """Point the tensors of `out_state` (one holder each) and `out_general` (the new nodes
+    go to `new_nodes`) at this call's outputs."""
     getrc = _getrefcount
     make = _data_node
     # outputs rebinding one tensor: its old node, when nothing else can reach it (t._node,
     # `n`, getrefcount's argument), takes the new value in place of a new node
-    for j, tref, esig, device, shape, dtype in plan.out_state:
+    for j, tref, esig, device, shape, dtype in out_state:
         t = tref()
         if t is not None:
             n = t._node
@@ -604,13 +601,21 @@ def _rebind_replayed(plan, outs):
                 n.value = outs[j]
             else:
                 t._node = make(outs[j], shape, dtype, device, esig)
-    new_nodes = {}
-    for j, targets, esig, device, shape, dtype in plan.out_general:
+    for j, targets, esig, device, shape, dtype in out_general:
         node = new_nodes[j] = make(outs[j], shape, dtype, device, esig)
         for r in targets:
             t = r()
             if t is not None:
                 t._node = node
+
+
+def _rebind_replayed(plan, outs, new_nodes):
+    """Point the persistent tensors and .grads at this call's outputs (the kept ones are
+    bound already); `new_nodes` collects the new nodes of the outputs more than one holder
+    (or the return value) shares."""
+    getrc = _getrefcount
+    make = _data_node
+    _bind_outputs(plan.out_state, plan.out_general, outs, new_nodes)
     # gradients: the traced body gives .grad a new tensor each call; keeping the old
     # tensor and node is the same when nothing else holds either (p.grad / g._node,
     # `g` / `n`, getrefcount's argument)
