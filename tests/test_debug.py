@@ -197,3 +197,21 @@ def test_a_test_file_passes_in_eager_mode():
                        text=True, timeout=600)
     assert r.returncode == 0, r.stdout[-3000:]
     assert "[100%]" in r.stdout and "F" not in r.stdout.split("[100%]")[0]
+
+
+def test_user_site_names_each_call_line_of_one_function():
+    from flowlite.metrics import user_site
+
+    def two_sites():
+        a = user_site(1)
+        b = user_site(1)
+        return a, b
+    a, b = two_sites()
+    line = two_sites.__code__.co_firstlineno
+    assert (a, b) == (f"test_debug.py:{line + 1}", f"test_debug.py:{line + 2}")
+    assert two_sites() == (a, b)       # (served from the cache, still right)
+    # fresh code objects (exec'd code can reuse a freed one's id) name their own lines
+    for k in range(3):
+        ns = {"user_site": user_site}
+        exec(compile("\n" * k + "def f():\n    return user_site(1)\n", "gen.py", "exec"), ns)
+        assert ns["f"]() == f"gen.py:{k + 2}"

@@ -201,3 +201,18 @@ def test_the_recorded_key_keeps_no_leaf_alive():
     del b
     assert node() is None      # freed before any sync, as without the key
     np.testing.assert_array_equal((fl.tensor([1.0]) + 1).numpy(), [2.0])
+
+
+def test_a_node_two_pending_tensors_share_is_one_output_of_a_keyed_sync():
+    x = fl.tensor([1.0, 2.0, 3.0])
+    y = x * 2
+    alias = y.detach()                 # another pending handle on y's node
+    z = y + 1
+    stream = executor.rt.local.stream
+    roots = executor.live_pending_roots(None, stream)
+    assert len(roots) == len({id(n) for n in roots}) == 2     # y's node once, z's
+    for t in (y, alias, z):            # (the pending list was taken: register them again)
+        executor.register_pending(weakref.ref(t))
+    np.testing.assert_array_equal(alias.numpy(), [2.0, 4.0, 6.0])
+    np.testing.assert_array_equal(z.numpy(), [3.0, 5.0, 7.0])
+    assert y._node is alias._node
