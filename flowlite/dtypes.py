@@ -58,15 +58,8 @@ _BY_NAME.update({"float": float32, "half": float16, "double": float64, "long": i
                  "bool_": bool_})
 
 
-# the state object behind `jax.config.jax_enable_x64`: its `.value` skips the config
-# property's lookups (~3x faster; this is read for every int64/float64 dtype resolved)
-_x64 = getattr(jax.config, "_value_holders", {}).get("jax_enable_x64")
-if not hasattr(_x64, "value"):
-    _x64 = None
-
-
 def x64_enabled() -> bool:
-    return bool(_x64.value if _x64 is not None else jax.config.jax_enable_x64)
+    return bool(jax.config.jax_enable_x64)
 
 
 def canonical(d: DType) -> DType:
