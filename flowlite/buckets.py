@@ -119,7 +119,7 @@ def _data_sig(n):
     return _family_sig(ir.data_node(None, n.shape, n.dtype, n.device))
 
 
-def family_of(order, leaves, scalars, base, roots, checks, device):
+def family_of(order, leaves, scalars, roots, checks, device):
     """(family key, integer vector, family nodes) of a walked graph, or None when the graph
     can't be bucketed.  An `unpad` of a padded buffer counts as a leaf of its logical shape,
     so a bucketed output fed back looks like the exact one it stands for."""
@@ -127,7 +127,7 @@ def family_of(order, leaves, scalars, base, roots, checks, device):
     by_slot = [None] * n_slots
     for ns in (leaves, scalars, order):
         for n in ns:
-            by_slot[n.mark - base] = n
+            by_slot[n.mark] = n
     ghost = set()
     for n in order:
         if n.op is UNPAD and n.inputs[0].op is ir.DATA:
@@ -143,11 +143,11 @@ def family_of(order, leaves, scalars, base, roots, checks, device):
             entries.append((fs,))
         else:
             fs, xs, _, _ = _family_sig(n)
-            entries.append((fs,) + tuple(new[i.mark - base] for i in n.inputs))
+            entries.append((fs,) + tuple(new[i.mark] for i in n.inputs))
         nodes.append(n)
         ints.extend(xs)
-    outs = tuple(new[r.mark - base] for r in roots)
-    chk = tuple(new[c.mark - base] for c in checks)
+    outs = tuple(new[r.mark] for r in roots)
+    chk = tuple(new[c.mark] for c in checks)
     if -1 in outs:
         return None
     key = (device, tuple(entries), outs, chk)

@@ -91,8 +91,7 @@ def live_pending_roots(owners=None, stream=None) -> list:
     nodes were recorded under (graph_key), whose op nodes are pending by construction."""
     pending = rt.local.pending
     if owners is None:
-        # the hot path (every sync): comprehensions, and a dict keyed by node for the
-        # de-duplication (nodes hash by identity)
+        # the hot path (every sync): a comprehension (de-duplicated below)
         nodes = [t._node for r in pending if (t := r()) is not None]
     else:
         nodes = []
@@ -216,8 +215,8 @@ def _dispatch(roots, checks, cause, owners, defer=False, stream=None):
 
 
 def _walk_marked(roots):
-    """One iterative post-order walk: topological order, leaf args, exact key (the last
-    value, the base of the marks, is 0)."""
+    """One iterative post-order walk: topological order, leaf args, exact key; each node's
+    mark is its slot."""
     tag = object()
     nxt = 0
     order = []
@@ -259,18 +258,18 @@ def _walk_marked(roots):
             fappend(n.sig)
             for i in ins:
                 fappend(i.mark)
-    return order, leaves, scalars, flat, 0
+    return order, leaves, scalars, flat
 
 
 def _walk(roots):
     """(slot by id, order, leaves, scalars, flat key) — the inspection tools' view."""
     with rt.lock:
-        order, leaves, scalars, flat, base = _walk_marked(roots)
-    return _slots(base, leaves, scalars, order), order, leaves, scalars, flat
+        order, leaves, scalars, flat = _walk_marked(roots)
+    return _slots(leaves, scalars, order), order, leaves, scalars, flat
 
 
-def _slots(base, *node_lists):
-    return {id(n): n.mark - base for ns in node_lists for n in ns}
+def _slots(*node_lists):
+    return {id(n): n.mark for ns in node_lists for n in ns}
 
 
 def _check_masks(order, roots, checks):
@@ -317,7 +316,7 @@ class _Structure:
     __slots__ = ("candidates", "out_sigs", "exes", "partners", "last_pack", "checked",
                  "masks", "fallible")
 
-    def __init__(self, order, leaves, roots, base, checks=()):
+    def __init__(self, order, leaves, roots, checks=()):
         checked = bool(checks)
         avail = {}
         for r in roots:
@@ -445,26 +444,26 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
         del ext
         _cache.move_to_end(key)
     else:
-        order, leaves, scalars, flat, base = _walk_marked(roots + checks if checks else roots)
+        order, leaves, scalars, flat = _walk_marked(roots + checks if checks else roots)
         n_nodes = len(order)
         if _failed_live and _has_failed(order):
             # (this frame's leaf list would count as a holder and stop the nested run's
             # donations)
             del leaves, scalars, flat
             return _run_around_failed(roots, checks, order, device, cause, owners)
-        out_slots = tuple([r.mark - base for r in roots])
+        out_slots = tuple([r.mark for r in roots])
         key = (device, tuple(flat), out_slots)
         if checks:
-            key += (tuple([c.mark - base for c in checks]), chain)
+            key += (tuple([c.mark for c in checks]), chain)
         if device.type == "mesh":   # the sharding of every input is part of the key
             key += tuple(leaf.value.sharding for leaf in leaves)
         st = _cache.get(key)
         if st is None and not defer and buckets._state["on"] and device.type != "mesh" and \
                 not observers and not rt.flags["eager"] and \
-                _run_bucketed(order, leaves, scalars, base, roots, checks, device, cause, t0):
+                _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
             return
         if st is None:
-            st = _cache[key] = _Structure(order, leaves, roots, base, checks)
+            st = _cache[key] = _Structure(order, leaves, roots, checks)
             if len(_cache) > _limit["structures"]:
                 _cache.popitem(last=False)      # the least recently used structure goes
                 _by_stream.clear()
@@ -481,14 +480,14 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
         args.append(_true(device))      # replaced below when a previous step is unread
     if exe is None:
         if order is None:       # a new donation set of a known stream: the program is needed
-            order, _, _, _, base = _walk_marked(roots + checks if checks else roots)
-            out_slots = tuple([r.mark - base for r in roots])
+            order = _walk_marked(roots + checks if checks else roots)[0]
+            out_slots = tuple([r.mark for r in roots])
         tc = time.perf_counter()
-        slot = _slots(base, leaves, scalars, order)
+        slot = _slots(leaves, scalars, order)
         try:
             exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate,
                                    args, st.partners,
-                                   tuple(c.mark - base for c in checks) if checks else (),
+                                   tuple(c.mark for c in checks) if checks else (),
                                    chain)
         except Exception as e:
             _rollback(roots, e)
@@ -579,14 +578,14 @@ def _note_run(t0, t1, t2, n_nodes, cause):
     causes.pop(epoch - 64, None)
 
 
-def _run_bucketed(order, leaves, scalars, base, roots, checks, device, cause, t0):
+def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
     """Run the graph with the executable of its length family's bucket (buckets.py), compiling
     that once per bucket; False when the graph is not (yet) one of a family, or a primitive
     of it has no padding rule: the caller compiles it exactly."""
     for r in roots:
         if _replaced_input(r) is not None:      # an in-place update (an optimizer step)
             return False
-    fam = buckets.family_of(order, leaves, scalars, base, roots, checks, device)
+    fam = buckets.family_of(order, leaves, scalars, roots, checks, device)
     if fam is None:
         return False
     key, ints, nodes = fam
