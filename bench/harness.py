@@ -137,6 +137,18 @@ def _cpu_busy_s() -> float:
     return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
 
 
+def steal_s() -> float:
+    """CPU-seconds the hypervisor gave to others while this VM's CPUs wanted to run, since boot
+    (Linux /proc/stat "steal"; 0.0 on bare metal or where unreadable).  A share of it over a
+    timing says how contended the host was: the guest can't see that load any other way."""
+    try:
+        with open("/proc/stat") as f:
+            v = f.readline().split()
+        return int(v[8]) / os.sysconf("SC_CLK_TCK") if len(v) > 8 else 0.0
+    except OSError:
+        return 0.0
+
+
 def cpu_busy_fraction(interval: float = 0.5) -> float:
     """Fraction of all CPUs busy over the next `interval` seconds (this process included)."""
     b0 = _cpu_busy_s()

@@ -9,7 +9,9 @@ Per training workload: steady-state median step (each step's result waited on) a
 dispatch-ahead step (n steps, one wait), flowlite/JAX ratio, first step (trace + compile + run,
 each framework in a fresh process) and its ratio, a second flowlite process with a warm
 persistent cache against JAX's cold first step, flowlite's Python tracing time per step and per
-recorded op, the cache-hit cost per sync, and the peak RSS of each framework's own process.
+recorded op, the cache-hit cost per sync, the peak RSS of each framework's own process, and
+the share of CPU time a contended host stole from this VM during the steady timing (on a
+VM, the one sign of a busy machine the guest can see).
 """
 from __future__ import annotations
 
@@ -80,10 +82,13 @@ def train_row(name, quick, with_torch, isolated):
         except workloads.Unsupported:
             continue
         built[fw], fns[fw], waits[fw] = wl, wl.step, wl.wait
+    steal0, t0 = harness.steal_s(), time.monotonic()
     steady = harness.time_alternating(fns, n, warmup=warm, wait=waits, stats=True)
     ahead = harness.time_dispatch_ahead(fns, max(n // 4, 2), warmup=1, wait=waits,
                                         rounds=3 if quick else 5)
-    row = {"steps": n}
+    # the share of the machine's CPU time a contended host took from this VM meanwhile
+    steal = (harness.steal_s() - steal0) / ((time.monotonic() - t0) * (os.cpu_count() or 1))
+    row = {"steps": n, "steal_frac": round(steal, 3)}
     for fw in fns:
         row[f"{fw}_ms"] = steady[fw]["median_ms"]
         row[f"{fw}_ahead_ms"] = ahead[fw]
@@ -202,7 +207,7 @@ def format_table(table, meta):
     if tr:
         lines.append("training step     flowlite/JAX  ahead/JAX  replay/JAX  first-step/JAX  "
                      "warm-cache/JAX-cold  RSS/JAX  trace µs/op  hit µs/sync  checks on/off  "
-                     "flowlite/torch  (JAX ms, flowlite ms, torch ms)")
+                     "flowlite/torch  steal  (JAX ms, flowlite ms, torch ms)")
         for k in tr:
             r = table[k]
             lines.append(
@@ -212,6 +217,7 @@ def format_table(table, meta):
                 f"{_f(r['trace_us_per_op']):>11s}  {_f(r['sync_hit_us']):>11s}  "
                 f"{_f(r.get('checks_ratio')):>5s} {_f(r.get('checks_ahead_ratio')):>5s} "
                 f"{_f(r.get('torch_ratio')):>14s}  "
+                f"{_f(r.get('steal_frac'), '{:.0%}'):>5s}  "
                 f"({_f(r['jax_ms'])}, {_f(r['flowlite_ms'])}, {_f(r.get('torch_ms'))})")
     for k in ("cartpole", "generate"):
         if k not in table:
