@@ -127,26 +127,30 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _cpu_busy_s() -> float:
-    """CPU-seconds all CPUs spent busy since boot (Linux /proc/stat); 0.0 where unreadable."""
+def _cpu_ticks() -> list:
+    """The all-CPU line of Linux /proc/stat in seconds since boot (user, nice, system, idle,
+    iowait, irq, softirq, steal, ...); [] where unreadable."""
     try:
         with open("/proc/stat") as f:
-            v = [int(x) for x in f.readline().split()[1:]]
+            v = f.readline().split()[1:]
     except OSError:
-        return 0.0
-    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
+        return []
+    hz = os.sysconf("SC_CLK_TCK")
+    return [int(x) / hz for x in v]
+
+
+def _cpu_busy_s() -> float:
+    """CPU-seconds all CPUs spent busy since boot (Linux /proc/stat); 0.0 where unreadable."""
+    v = _cpu_ticks()
+    return sum(v) - v[3] - v[4] if len(v) > 4 else 0.0    # all but idle and iowait
 
 
 def steal_s() -> float:
     """CPU-seconds the hypervisor gave to others while this VM's CPUs wanted to run, since boot
     (Linux /proc/stat "steal"; 0.0 on bare metal or where unreadable).  A share of it over a
     timing says how contended the host was: the guest can't see that load any other way."""
-    try:
-        with open("/proc/stat") as f:
-            v = f.readline().split()
-        return int(v[8]) / os.sysconf("SC_CLK_TCK") if len(v) > 8 else 0.0
-    except OSError:
-        return 0.0
+    v = _cpu_ticks()
+    return v[7] if len(v) > 7 else 0.0
 
 
 def cpu_busy_fraction(interval: float = 0.5) -> float:
