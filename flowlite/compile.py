@@ -380,27 +380,34 @@ class CompiledFunction:
         outs = plan.exe.fn(*args)
         del args
         new_nodes = {}
+        # everything is bound while the program runs, and only then are its check flags
+        # read (they wait for it); a failed check puts back what `undo` recorded
+        undo = None
         if plan.exe.n_checks:
             _bind_outputs(*plan.out_kept, outs, new_nodes)
-            _verify_replay(plan, outs, rng_base)
+            undo = []
+        _rebind_replayed(plan, outs, new_nodes, undo)
+        if plan.ret_leaf is not None:
+            ret = Tensor(new_nodes[plan.ret_leaf])
+        else:
+            ret = []
+            for kind, v in plan.ret_roots:
+                if kind == "root":
+                    ret.append(Tensor(new_nodes[v]))
+                elif kind == "const":
+                    ret.append(Tensor(v))
+                else:
+                    ret.append(v)
+            ret = jax.tree_util.tree_unflatten(plan.ret_tree, ret)
+        if undo is not None:
+            _verify_replay(plan, outs, rng_base, undo)
         rt.rng_draws = rng_base + plan.rng_delta
         C = metrics._C
         C["executions"] += 1
         C["cache_hits"] += 1
         C["replays"] += 1
         self.replays += 1
-        _rebind_replayed(plan, outs, new_nodes)
-        if plan.ret_leaf is not None:
-            return Tensor(new_nodes[plan.ret_leaf])
-        ret = []
-        for kind, v in plan.ret_roots:
-            if kind == "root":
-                ret.append(Tensor(new_nodes[v]))
-            elif kind == "const":
-                ret.append(Tensor(v))
-            else:
-                ret.append(v)
-        return jax.tree_util.tree_unflatten(plan.ret_tree, ret)
+        return ret
 
     def _pending_input(self, plan, flat, n, synced):
         """An input isn't data of the recorded shape/dtype: run its pending work, then
@@ -576,19 +583,23 @@ def _replay_args(plan, flat):
     return args
 
 
-def _verify_replay(plan, outs, rng_base):
+def _verify_replay(plan, outs, rng_base, undo):
     """A replay whose checks failed commits nothing: only the outputs that replace a donated
-    leaf in place (kept at their old values when a check fails: plan.out_kept, bound
-    before this) are bound; everything else keeps its value from before the call."""
+    leaf in place (kept at their old values when a check fails: plan.out_kept) stay bound;
+    everything else gets back its value from before the call (`undo`: (object, attribute,
+    old value), in binding order)."""
     bad = executor.verify(outs[-1], plan.exe.check_infos)
     if bad:
+        for obj, attr, old in reversed(undo):
+            setattr(obj, attr, old)
         rt.rng_draws = rng_base
         raise bad[0][1]
 
 
-def _bind_outputs(out_state, out_general, outs, new_nodes):
+def _bind_outputs(out_state, out_general, outs, new_nodes, undo=None):
     """Point the tensors of `out_state` (one holder each) and `out_general` (the new nodes
-    go to `new_nodes`) at this call's outputs."""
+    go to `new_nodes`) at this call's outputs; `undo`, when given, collects what each
+    binding replaced."""
     getrc = _getrefcount
     make = _data_node
     # outputs rebinding one tensor: its old node, when nothing else can reach it (t._node,
@@ -598,24 +609,30 @@ def _bind_outputs(out_state, out_general, outs, new_nodes):
         if t is not None:
             n = t._node
             if n.sig == esig and n.device is device and getrc(n) == 3:
+                if undo is not None:
+                    undo.append((n, "value", n.value))
                 n.value = outs[j]
             else:
+                if undo is not None:
+                    undo.append((t, "_node", n))
                 t._node = make(outs[j], shape, dtype, device, esig)
     for j, targets, esig, device, shape, dtype in out_general:
         node = new_nodes[j] = make(outs[j], shape, dtype, device, esig)
         for r in targets:
             t = r()
             if t is not None:
+                if undo is not None:
+                    undo.append((t, "_node", t._node))
                 t._node = node
 
 
-def _rebind_replayed(plan, outs, new_nodes):
+def _rebind_replayed(plan, outs, new_nodes, undo=None):
     """Point the persistent tensors and .grads at this call's outputs (the kept ones are
     bound already); `new_nodes` collects the new nodes of the outputs more than one holder
-    (or the return value) shares."""
+    (or the return value) shares; `undo`, when given, what each binding replaced."""
     getrc = _getrefcount
     make = _data_node
-    _bind_outputs(plan.out_state, plan.out_general, outs, new_nodes)
+    _bind_outputs(plan.out_state, plan.out_general, outs, new_nodes, undo)
     # gradients: the traced body gives .grad a new tensor each call; keeping the old
     # tensor and node is the same when nothing else holds either (p.grad / g._node,
     # `g` / `n`, getrefcount's argument)
@@ -626,15 +643,24 @@ def _rebind_replayed(plan, outs, new_nodes):
             if isinstance(g, Tensor) and getrc(g) == 3:
                 n = g._node
                 if n.sig == esig and n.device is device and getrc(n) == 3:
+                    if undo is not None:
+                        undo.append((n, "value", n.value))
                     n.value = outs[j]
                     continue
+            if undo is not None:
+                undo.append((p, "grad", g))
             p.grad = Tensor(make(outs[j], shape, dtype, device, esig))
     for r, j in plan.grad_general:
         p = r()
         if p is not None:
-            if isinstance(p.grad, Tensor):
-                p.grad._node = new_nodes[j]
+            g = p.grad
+            if isinstance(g, Tensor):
+                if undo is not None:
+                    undo.append((g, "_node", g._node))
+                g._node = new_nodes[j]
             else:
+                if undo is not None:
+                    undo.append((p, "grad", g))
                 p.grad = Tensor(new_nodes[j])
     return new_nodes
 

@@ -271,6 +271,40 @@ def test_failed_replay_commits_nothing():
     assert np.isfinite(step(fl.tensor(GOOD), fl.tensor(Y)).item())
 
 
+@pytest.mark.parametrize("hold_grads", [False, True])
+def test_failed_replay_puts_back_what_it_bound_while_running(hold_grads):
+    # a replay binds its outputs while the program runs and reads the check flags last:
+    # on a failure, .grad (rebound in place, or replaced when the user holds the old one)
+    # and everything else get their values from before the call back
+    m, opt = _model()
+
+    @fl.compile
+    def step(x, y):
+        return _step(m, opt, x, y)
+
+    for _ in range(3):
+        step(fl.tensor(GOOD), fl.tensor(Y))
+    traces = step.traces
+    params = list(m.parameters())
+    held = [p.grad for p in params] if hold_grads else None
+    grads = [p.grad.numpy().copy() for p in params]
+    before = _snapshot(m, opt)
+    with pytest.raises(IndexError, match="embedding: index 12"):
+        step(fl.tensor(BAD), fl.tensor(Y))
+    assert step.traces == traces                      # it failed in the replay
+    for a, b in zip(before, _snapshot(m, opt)):
+        np.testing.assert_array_equal(a, b)
+    for p, g in zip(params, grads):
+        np.testing.assert_array_equal(p.grad.numpy(), g)
+    if hold_grads:
+        assert all(p.grad is h for p, h in zip(params, held))
+    loss = step(fl.tensor(GOOD), fl.tensor(Y))     # training goes on as if it never ran
+    m2, opt2 = _model()
+    for _ in range(3):
+        _step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y))
+    assert _step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y)).item() == loss.item()
+
+
 def test_failed_values_raise_again_and_independent_work_commits():
     base = fl.arange(5.)
     ok = base * 2                                   # independent of the bad op: commits
