@@ -253,26 +253,8 @@ def test_step_chained_on_a_failed_one_commits_nothing(monkeypatch):
     assert _step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y)).item() == loss.item()
 
 
-def test_failed_replay_commits_nothing():
-    m, opt = _model()
-
-    @fl.compile
-    def step(x, y):
-        return _step(m, opt, x, y)
-
-    for _ in range(3):
-        step(fl.tensor(GOOD), fl.tensor(Y))
-    assert step.replays >= 1
-    before = _snapshot(m, opt)
-    with pytest.raises(IndexError, match="embedding: index 12"):
-        step(fl.tensor(BAD), fl.tensor(Y))
-    for a, b in zip(before, _snapshot(m, opt)):
-        np.testing.assert_array_equal(a, b)
-    assert np.isfinite(step(fl.tensor(GOOD), fl.tensor(Y)).item())
-
-
 @pytest.mark.parametrize("hold_grads", [False, True])
-def test_failed_replay_puts_back_what_it_bound_while_running(hold_grads):
+def test_failed_replay_commits_nothing(hold_grads):
     # a replay binds its outputs while the program runs and reads the check flags last:
     # on a failure, .grad (rebound in place, or replaced when the user holds the old one)
     # and everything else get their values from before the call back
@@ -284,6 +266,7 @@ def test_failed_replay_puts_back_what_it_bound_while_running(hold_grads):
 
     for _ in range(3):
         step(fl.tensor(GOOD), fl.tensor(Y))
+    assert step.replays >= 1
     traces = step.traces
     params = list(m.parameters())
     held = [p.grad for p in params] if hold_grads else None
@@ -299,6 +282,7 @@ def test_failed_replay_puts_back_what_it_bound_while_running(hold_grads):
     if hold_grads:
         assert all(p.grad is h for p, h in zip(params, held))
     loss = step(fl.tensor(GOOD), fl.tensor(Y))     # training goes on as if it never ran
+    assert np.isfinite(loss.item())
     m2, opt2 = _model()
     for _ in range(3):
         _step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y))
