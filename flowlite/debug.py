@@ -177,7 +177,8 @@ def on_compile(cause, order, leaves, scalars, roots, exe=None):
             _warned_sites.add(site)
             warnings.warn(f"flowlite: {site} has recompiled {n} times. Last change: "
                           + "; ".join(changes) + ". Keep shapes/dtypes fixed (pad or drop the "
-                          "last batch) and pass changing values as tensors.", stacklevel=4)
+                          "last batch) and pass changing values as tensors.",
+                          stacklevel=metrics.user_stacklevel())
     history.append(summary)
     del history[:-8]
 
@@ -226,7 +227,7 @@ def on_mid_step_execution(cause: str) -> None:
                   "backward(), so this training step runs more than one executable. Read values "
                   "after opt.step() instead (the step's sync materialises every live tensor, so "
                   "`loss.item()` after the step is free), or collect them and read them later.",
-                  stacklevel=5)
+                  stacklevel=metrics.user_stacklevel())
 
 
 class strict(contextlib.ContextDecorator):
@@ -261,7 +262,8 @@ def check_graph_size(n_pending: int) -> None:
         _watch.graph_warned = True
         warnings.warn(f"flowlite: {n_pending} tensors recorded without a sync; the graph "
                       f"started at {_watch.graph_start}. A missing barrier (opt.step(), "
-                      "flowlite.sync()) makes the graph grow without bound.", stacklevel=4)
+                      "flowlite.sync()) makes the graph grow without bound.",
+                      stacklevel=metrics.user_stacklevel())
 
 
 # ---- eager and anomaly modes -------------------------------------------------------------------

@@ -70,6 +70,18 @@ def user_site(depth: int = 2) -> str:
     return s
 
 
+def user_stacklevel() -> int:
+    """The `stacklevel` that makes a `warnings.warn` called by the caller of this function
+    point at the user's line (the first frame outside flowlite), however deep inside
+    flowlite the warning is raised."""
+    f = sys._getframe(1)
+    level = 1
+    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
+        f = f.f_back
+        level += 1
+    return level
+
+
 def note_sync(cause: str) -> None:
     _C["syncs"] += 1
     _sync_causes[cause] += 1

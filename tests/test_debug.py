@@ -83,6 +83,45 @@ def test_warns_after_n_recompiles_at_one_site():
     assert "recompiles (what changed)" in fl.metrics.report()
 
 
+def _train_once(model, opt, x):
+    opt.zero_grad()
+    model(x).square().mean().backward()
+    opt.step()                              # the one opt.step() line every model goes through
+
+
+def test_models_sharing_one_opt_step_line_are_not_recompiles():
+    fl.debug.set_recompile_warning_threshold(1)
+    try:
+        runs = []
+        for width in (3, 5, 7):             # three different programs, each compiled once
+            m = fl.nn.Linear(4, width)
+            runs.append((m, fl.optim.SGD(m.parameters(), lr=0.1)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no "has recompiled" warning
+            for _ in range(3):
+                for m, opt in runs:
+                    _train_once(m, opt, _data(2, 4))
+    finally:
+        fl.debug.set_recompile_warning_threshold(3)
+    assert "recompile #" not in _explanations(), _explanations()
+    assert fl.metrics.counters()["compiles"] == 6      # each optimizer's init and step
+
+
+def test_one_optimizer_fed_changing_shapes_warns_at_its_step_line():
+    fl.debug.set_recompile_warning_threshold(1)
+    try:
+        m = fl.nn.Linear(4, 3)
+        opt = fl.optim.SGD(m.parameters(), lr=0.1)
+        with pytest.warns(UserWarning, match=r"optimizer\.step\(\) at test_debug\.py:\d+.* has "
+                                             r"recompiled 2 times") as caught:
+            for b in (2, 3, 5):
+                _train_once(m, opt, _data(b, 4))
+    finally:
+        fl.debug.set_recompile_warning_threshold(3)
+    # the warning points at the user's line, not into flowlite
+    assert [w.filename for w in caught] == [__file__]
+
+
 def test_strict_raises_on_implicit_sync_naming_the_line():
     x = fl.randn(3)
     y = x * 2

@@ -62,13 +62,22 @@ class _Factory:
         return StepState(jnp.zeros([], jnp.int32), self.build(hp).init(params))
 
 
-_causes: dict = {}
+_site_optimizers: dict = {}    # (call, source line) -> how many optimizers made it there
 
 
-def _step_cause(site):
-    c = _causes.get(site)
+def _cause(opt, call, site):
+    """The sync cause of `opt.<call>` at `site` ("optimizer.step() at train.py:42"): one per
+    optimizer, so that models trained (or built) through one helper's line are several
+    programs, not one line recompiling (the debug layer counts recompiles per cause).
+    Cached on the optimizer, per line."""
+    causes = opt._causes
+    if causes is None:
+        causes = opt._causes = {}
+    c = causes.get((call, site))
     if c is None:
-        c = _causes[site] = f"optimizer.step() at {site}"
+        k = _site_optimizers[call, site] = _site_optimizers.get((call, site), 0) + 1
+        c = causes[call, site] = f"optimizer.{call} at {site}" + (
+            f" (optimizer #{k} at this line)" if k > 1 else "")
     return c
 
 
@@ -128,6 +137,7 @@ class Optimizer:
     (factory, hyper: dict name->float, static: dict) where `factory(**hyper,
     **static)` builds an optax GradientTransformation that includes the
     learning-rate scaling (the update is added to the parameters)."""
+    _causes = None      # (call, source line) -> this optimizer's sync cause (_cause)
 
     # PyTorch's names for the per-parameter fields of this optimizer's optax state (e.g.
     # {"e_g": "square_avg"}).  When set, state_dict() has PyTorch's layout — {"state":
@@ -156,7 +166,7 @@ class Optimizer:
             self.add_param_group(g)
         # materialise initial parameters and state now, so the first training step
         # already has the steady-state graph (one compile for the whole loop)
-        extend.sync("optimizer init")
+        extend.sync(_cause(self, "__init__()", user_site(2)))
 
     def __repr__(self):
         lines = [f"{type(self).__name__} ("]
@@ -287,7 +297,7 @@ class Optimizer:
             for gi in range(len(self.param_groups)):
                 self._record_group(gi)
         self._step_count += 1
-        extend.sync(_step_cause(user_site(2)))
+        extend.sync(_cause(self, "step()", user_site(2)))
         return loss
 
     def _record_group(self, gi):
