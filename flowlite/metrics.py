@@ -46,9 +46,10 @@ _in_pkg: dict = {}      # id(code object) -> (the code object, defined inside fl
 _sites: dict = {}       # (id(code object), instruction offset) -> "file:line"
 
 
-def user_site(depth: int = 2) -> str:
-    """file:line of the first frame outside flowlite (the user's line)."""
-    f = sys._getframe(depth)
+def _first_user_frame(f):
+    """(the first frame from `f` outward whose code is not flowlite's or None, how many
+    frames were skipped to reach it)."""
+    skipped = 0
     while f is not None:
         code = f.f_code
         e = _in_pkg.get(id(code))
@@ -60,8 +61,16 @@ def user_site(depth: int = 2) -> str:
         if not e[1]:
             break
         f = f.f_back
+        skipped += 1
+    return f, skipped
+
+
+def user_site(depth: int = 2) -> str:
+    """file:line of the first frame outside flowlite (the user's line)."""
+    f = _first_user_frame(sys._getframe(depth))[0]
     if f is None:
         return "<unknown>"
+    code = f.f_code
     # keyed by the instruction offset: f_lineno decodes the line table on every read
     k = (id(code), f.f_lasti)
     s = _sites.get(k)
@@ -74,12 +83,7 @@ def user_stacklevel() -> int:
     """The `stacklevel` that makes a `warnings.warn` called by the caller of this function
     point at the user's line (the first frame outside flowlite), however deep inside
     flowlite the warning is raised."""
-    f = sys._getframe(1)
-    level = 1
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIR):
-        f = f.f_back
-        level += 1
-    return level
+    return 1 + _first_user_frame(sys._getframe(1))[1]
 
 
 def note_sync(cause: str) -> None:

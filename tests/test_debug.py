@@ -3,6 +3,7 @@ HLO inspection, executable statistics, the graph-size guard."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -105,6 +106,8 @@ def test_models_sharing_one_opt_step_line_are_not_recompiles():
         fl.debug.set_recompile_warning_threshold(3)
     assert "recompile #" not in _explanations(), _explanations()
     assert fl.metrics.counters()["compiles"] == 6      # each optimizer's init and step
+    assert re.search(r"optimizer\.step\(\) at test_debug\.py:\d+ \(optimizer #\d+ at this "
+                     r"line\)", fl.metrics.report())
 
 
 def test_one_optimizer_fed_changing_shapes_warns_at_its_step_line():
