@@ -57,6 +57,9 @@ def _sync_tracer_flags():
 
 # ---- recompile explanations --------------------------------------------------------------------
 _site_graphs: dict = {}        # site -> list of graph summaries compiled there (most recent last)
+# sites remembered at once: each optimizer has its own (an optimizer per run of a sweep makes
+# one per run), and a site keeps up to 8 graph summaries alive
+_MAX_SITES = 256
 _site_recompiles: dict = {}
 _explanations: list = []
 _warned_sites: set = set()
@@ -64,6 +67,17 @@ _warned_sites: set = set()
 
 def _site_of(cause: str) -> str:
     return cause
+
+
+def _history(site) -> list:
+    """The graph summaries remembered for `site`; a new site forgets the oldest one when
+    _MAX_SITES are remembered."""
+    h = _site_graphs.get(site)
+    if h is None:
+        if len(_site_graphs) >= _MAX_SITES:
+            del _site_graphs[next(iter(_site_graphs))]
+        h = _site_graphs[site] = []
+    return h
 
 
 def _summary(order, leaves, scalars, roots):
@@ -159,7 +173,7 @@ def on_compile(cause, order, leaves, scalars, roots, exe=None):
     summary = _summary(order, leaves, scalars, roots)
     if exe is not None:
         exe.summary = summary
-    history = _site_graphs.setdefault(site, [])
+    history = _history(site)
     if history:
         nearest = min(history, key=lambda h: _distance(h, summary))
         changes = _diff(nearest, summary)
@@ -195,7 +209,7 @@ def on_run(cause, exe) -> None:
     if summ is None:
         return
     if h is None:
-        _site_graphs[cause] = [summ]
+        _history(cause).append(summ)
     elif h[-1] is not summ and summ not in h:
         h.append(summ)
         del h[:-8]

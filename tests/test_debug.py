@@ -110,6 +110,17 @@ def test_models_sharing_one_opt_step_line_are_not_recompiles():
                      r"line\)", fl.metrics.report())
 
 
+def test_remembered_sites_are_bounded_as_optimizers_come_and_go(monkeypatch):
+    # a sweep making an optimizer per run makes a site per run: the oldest are forgotten
+    monkeypatch.setattr(fl.debug, "_MAX_SITES", 2)
+    fl.debug._site_graphs.clear()
+    for width in (3, 5, 7):
+        m = fl.nn.Linear(4, width)
+        _train_once(m, fl.optim.SGD(m.parameters(), lr=0.1), _data(2, 4))
+    assert len(fl.debug._site_graphs) == 2
+    assert all("optimizer #" in site for site in fl.debug._site_graphs)   # the newest two
+
+
 def test_one_optimizer_fed_changing_shapes_warns_at_its_step_line():
     fl.debug.set_recompile_warning_threshold(1)
     try:
