@@ -169,18 +169,19 @@ class TorchCartPole:
     """The batched environment stepped one step per call in eager PyTorch, running the same
     specs.cartpole_step code as NumPy and JAX."""
 
-    def __init__(self, n_envs: int, policy: str = "random", seed: int = 0):
-        self.n, self.policy = n_envs, policy
-        self.gen = torch.Generator().manual_seed(seed)
+    def __init__(self, n_envs: int, policy: str = "random", seed: int = 0, device="cpu"):
+        self.n, self.policy, self.device = n_envs, policy, device
+        self.gen = torch.Generator(device=device).manual_seed(seed)
         s, t = specs.cartpole_initial(n_envs, seed)
-        self.state, self.t = torch.from_numpy(s), torch.from_numpy(t)
-        self.episodes = torch.zeros((), dtype=torch.int64)
-        self.length_sum = torch.zeros((), dtype=torch.int64)
+        self.state, self.t = torch.from_numpy(s).to(device), torch.from_numpy(t).to(device)
+        self.episodes = torch.zeros((), dtype=torch.int64, device=device)
+        self.length_sum = torch.zeros((), dtype=torch.int64, device=device)
 
     @torch.inference_mode()
     def step(self):
-        u = torch.rand(self.n, generator=self.gen)
-        reset = torch.empty(self.n, 4).uniform_(specs.RESET_LOW, specs.RESET_HIGH, generator=self.gen)
+        u = torch.rand(self.n, generator=self.gen, device=self.device)
+        reset = torch.empty(self.n, 4, device=self.device).uniform_(
+            specs.RESET_LOW, specs.RESET_HIGH, generator=self.gen)
         a = specs.cartpole_policy(torch, self.state, u, self.policy)
         self.state, self.t, done, flen = specs.cartpole_step(torch, self.state, self.t, a, reset)
         self.episodes += done.sum()

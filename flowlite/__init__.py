@@ -15,6 +15,8 @@ from .dtypes import (DType, float32, float16, bfloat16, float64, int8, int16, in
 from .dtypes import float as float  # noqa: PLC0414
 from .dtypes import int as int  # noqa: PLC0414
 from .device import device, Device, default_device, set_default_device
+from .matmul_precision import get as get_float32_matmul_precision
+from .matmul_precision import set as set_float32_matmul_precision
 from .tensor import Tensor, Size, tensor, from_numpy, from_jax
 from . import ops as _ops
 from . import tensor_methods as _tensor_methods  # noqa: F401

@@ -34,7 +34,7 @@ from jax import lax
 from jax.sharding import SingleDeviceSharding
 
 from . import ir
-from .lowering import Executable, _stats, load_arguments, scalar_layout
+from .lowering import Executable, _stats, load_arguments, lower_for, scalar_layout
 from .runtime import rt
 
 # the lazy slice of a padded buffer that a bucketed output stays as: attrs (logical shape,)
@@ -687,7 +687,7 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs):
 
     t0 = time.perf_counter()
     jitted = jax.jit(run, out_shardings=SingleDeviceSharding(device.jax_device))
-    compiled = jitted.lower(*arg_specs).compile()
+    compiled = lower_for(jitted, device, arg_specs).compile()
     exe = Executable(compiled, len(outs), ())
     exe.n_checks = len(chk)
     exe.stats = _stats(compiled, len(arg_specs), len(outs), (), arg_specs)

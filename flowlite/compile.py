@@ -36,7 +36,7 @@ import weakref
 import jax
 import numpy as np
 
-from . import executor, ir, metrics
+from . import executor, ir, matmul_precision, metrics
 from .device import default_device
 from .runtime import rt
 from .tensor import Tensor
@@ -120,6 +120,14 @@ class CompiledFunction:
         self._last = None          # the plan replayed last: tried first by _fast_guard
         self._code_fn = getattr(fn, "__func__", fn)
         self._cap_spec = None      # what _captured reads, worked out once per code object
+        self._precision = matmul_precision.generation()   # the plans' executables' setting
+
+    def _forget_plans(self):
+        # the float32 matmul precision changed: the plans hold programs compiled under the old
+        self._plans.clear()
+        self._history.clear()
+        self._last = None
+        self._precision = matmul_precision.generation()
 
     # -- guards -----------------------------------------------------------------------------
     def _signature(self, flat, treedef):
@@ -241,6 +249,8 @@ class CompiledFunction:
 
     # -- calls --------------------------------------------------------------------------------
     def __call__(self, *args):
+        if self._precision != matmul_precision.generation():
+            self._forget_plans()
         plan = self._last
         if plan is not None and self._fast_guard(plan, args):
             out = self._replay(plan, args)    # all arguments are leaves: args is `flat`

@@ -24,7 +24,7 @@ import weakref
 import jax
 import numpy as np
 
-from . import buckets, ir, metrics
+from . import buckets, ir, matmul_precision, metrics
 from .device import default_device
 from .graph_key import out_codes
 from .lowering import Executable, build_executable  # noqa: F401  (Executable: re-exported)
@@ -981,6 +981,10 @@ def clear_cache() -> None:
     _cache.clear()
     _by_stream.clear()
     buckets.clear()
+
+
+# a new float32 matmul precision is baked into programs compiled from now on
+matmul_precision.on_change(clear_cache)
 
 
 def set_cache_limit(n: int) -> None:

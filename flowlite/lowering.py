@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import SingleDeviceSharding
 
-from . import fusion
+from . import fusion, matmul_precision
+from .device import platform_of
 from .ir import ELEMENTWISE
 
 
@@ -95,7 +96,18 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     else:
         jitted = jax.jit(run_program, donate_argnums=donate,
                          out_shardings=SingleDeviceSharding(device.jax_device))
-    return jitted.lower(*args)
+    return lower_for(jitted, device, args)
+
+
+def lower_for(jitted, device, args):
+    """`jitted.lower(*args)` under the float32 matmul precision flowlite promises on the
+    device's platform (matmul_precision: PyTorch's full float32 unless the user asks for
+    less; CPU programs are left as JAX makes them)."""
+    setting = matmul_precision.jax_setting(platform_of(device))
+    if setting is None:
+        return jitted.lower(*args)
+    with jax.default_matmul_precision(setting):
+        return jitted.lower(*args)
 
 
 def scalar_layout(scalars):

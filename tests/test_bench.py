@@ -40,3 +40,29 @@ def test_trace_overhead_script_runs():
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     assert "µs per recorded op" in r.stdout and "cache-hit cost per sync" in r.stdout
+
+
+def test_gpu_check_runs_on_cpu_and_says_no_gpu(tmp_path):
+    # the prepared GPU check must run here too: every GPU part says "no GPU" and the script
+    # exits 0 with its summary written
+    env = dict(os.environ, PYTHON=sys.executable, JAX_PLATFORMS="cpu")
+    r = subprocess.run(["bash", "bench/gpu_check.sh", str(tmp_path), "--no-suite"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    summary = (tmp_path / "summary.txt").read_text()
+    assert "GPU test files: no GPU — skipped" in summary
+    for part in ("train", "bench", "gpt2", "cartpole"):
+        assert f"== {part}" in summary and "no GPU — skipped" in summary
+    record = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert all(record[p].get("skipped") == "no GPU" for p in ("train", "bench", "gpt2",
+                                                               "cartpole"))
+
+
+def test_gpu_check_model_flops_follow_palm_count():
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import gpu_check
+    import specs
+    cfg = specs.GPTConfig(vocab_size=50304, context=1024, n_layer=12, n_head=12, d_model=768)
+    # GPT-2 small: 123.5M matmul parameters -> 6 N per token, plus 12 L d T per token
+    n = 12 * 12 * 768 ** 2 + 50304 * 768
+    assert gpu_check.model_flops_per_step(cfg, 8) == 6 * n * 8192 + 12 * 12 * 768 * 1024 * 8192

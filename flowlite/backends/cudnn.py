@@ -3,7 +3,9 @@
 `is_available()` is true when JAX has a CUDA backend (jax's CUDA build ships cuDNN);
 `version()` reads the installed cuDNN wheel's version as PyTorch's integer (9.1.0 ->
 90100), None when there is no GPU or no wheel to read.  `enabled`, `benchmark`,
-`deterministic` and `allow_tf32` are plain flags: accepted and readable, no effect on XLA.
+`deterministic` and `allow_tf32` are plain flags: accepted and readable, no effect on XLA
+(convolutions follow the float32 matmul precision, full float32 unless the program lowers it:
+flowlite.matmul_precision).
 """
 from __future__ import annotations
 
