@@ -14,6 +14,10 @@ Parts (on the platform JAX picks by default; without a GPU each says "no GPU" an
             ms/step and model-FLOPs utilisation
   cartpole  the fused CartPole (flowlite: K steps in one executable) against PyTorch eager
             stepping the same equations on the same GPU, env-steps/s at 1k-64k environments
+  profile   what a step costs the host on this device: a host read's round trip (with and
+            without the copy started early), and cProfile of flowlite's MLP and GPT steps
+
+Environment: TRAIN_MODELS (default every model), BENCH_WORKLOADS (default mlp cnn gpt generate).
 """
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ for p in (HERE, ROOT):
     if p not in sys.path:
         sys.path.insert(0, p)
 
-PARTS = ("train", "bench", "gpt2", "cartpole")
+PARTS = ("train", "bench", "gpt2", "cartpole", "profile")
 # dense bf16 peak of an H100/H200 SXM (datasheet); MFU is also given against the measured
 # rate a plain matmul reaches on the machine (KINDS.md: ~790 TFLOP/s on random data)
 PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0}
@@ -62,7 +66,7 @@ def _versions():
 # ---- train: train.py on every model --------------------------------------------------------
 
 def part_train(args):
-    models = ["mlp", "lenet", "resnet", "lstm", "gpt", "cartpole"]
+    models = os.environ.get("TRAIN_MODELS", "mlp lenet resnet lstm gpt cartpole").split()
     steps = {"mlp": 200, "lenet": 200, "resnet": 200, "lstm": 200, "gpt": 200}
     if args.smoke:
         steps = {k: 3 for k in steps}
@@ -76,7 +80,7 @@ def part_train(args):
             js = os.path.join(args.tmp, f"train_{m}_{prec}.json")
             cmd = [sys.executable, os.path.join(ROOT, "train.py"), "--model", m]
             if m == "cartpole":
-                cmd += ["--seconds", "3" if args.smoke else "20", "--quiet"]
+                cmd += ["--seconds", "3" if args.smoke else "15", "--quiet"]
             else:
                 cmd += ["--steps", str(steps[m]), "--precision", prec, "--metrics-json", js,
                         "--quiet"]
@@ -110,7 +114,7 @@ def part_train(args):
 
 def part_bench(args):
     import run as bench_run
-    workloads = ["mlp", "cnn", "gpt", "generate"]
+    workloads = os.environ.get("BENCH_WORKLOADS", "mlp cnn gpt generate").split()
     table = {}
     for name in workloads:
         t0 = time.monotonic()
@@ -220,7 +224,7 @@ def part_gpt2(args):
     l_jax = float(jax_step())
     out["jax_first_step_s"] = time.perf_counter() - t0
     out["first_losses"] = {"flowlite": l_fl, "jax": l_jax, "ln_vocab": math.log(cfg.vocab_size)}
-    n = 3 if args.smoke else 20
+    n = 3 if args.smoke else 12
     t = harness.time_alternating({"flowlite": fl_step, "jax": jax_step}, n, warmup=2,
                                  wait={"flowlite": lambda l: l.numpy(),
                                        "jax": jax.block_until_ready}, block=5)
@@ -290,6 +294,67 @@ def part_cartpole(args):
     return rows
 
 
+# ---- profile: where a step's host time goes on this device ---------------------------------
+
+def _median_us(fn, n=200):
+    ts = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    ts.sort()
+    return ts[len(ts) // 2] * 1e6
+
+
+def part_profile(args):
+    import cProfile
+    import io
+    import pstats
+
+    import jax
+    import numpy as np
+
+    import workloads
+
+    out = {}
+    x = jax.device_put(np.ones((), np.float32))
+    f = jax.jit(lambda a: a + 1)
+    jax.block_until_ready(f(x))
+
+    def read():                 # dispatch, then a plain host read
+        np.asarray(f(x))
+
+    def wait():                 # dispatch, then wait without reading
+        jax.block_until_ready(f(x))
+
+    def read_prefetched():      # dispatch, start the copy at once, then read
+        y = f(x)
+        y.copy_to_host_async()
+        np.asarray(y)
+
+    for k, fn in (("dispatch_wait_us", wait), ("dispatch_read_us", read),
+                  ("dispatch_prefetch_read_us", read_prefetched)):
+        out[k] = _median_us(fn, 30 if args.smoke else 300)
+    for name in ("mlp", "gpt"):
+        wl = workloads.build("flowlite", name, workloads.Options(quick=args.smoke))
+        for _ in range(5):
+            wl.wait(wl.step())
+        out[f"{name}_step_read_us"] = _median_us(lambda: wl.wait(wl.step()), 50)
+        pr = cProfile.Profile()
+        pr.enable()
+        for _ in range(50):
+            wl.wait(wl.step())
+        pr.disable()
+        buf = io.StringIO()
+        pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(18)
+        out[f"{name}_cprofile_50_steps"] = [ln for ln in buf.getvalue().splitlines()
+                                            if ln.strip()][-22:]
+        print(f"profile {name}: {out[f'{name}_step_read_us']:.0f} us/step", flush=True)
+    print(f"profile: {json.dumps({k: v for k, v in out.items() if k.endswith('_us')})}",
+          flush=True)
+    return out
+
+
 # ---- driver ---------------------------------------------------------------------------------
 
 def run_part(args):
@@ -331,7 +396,7 @@ def summary(args):
             with open(p) as f:
                 merged[part] = json.load(f)
         else:
-            merged[part] = {"error": "no record (timed out or not run)"}
+            merged[part] = {"error": "no record: not run, or timed out (parts.log)"}
     with open(os.path.join(args.out, "gpu_check.json"), "w") as f:
         json.dump(merged, f, indent=1, default=str)
     lines = []
@@ -378,6 +443,9 @@ def summary(args):
                          f"JAX {_fmt(r.get('jax_mfu'), '{:.1%}')}; first step flowlite "
                          f"{_fmt(r['flowlite_first_step_s'])} s, JAX {_fmt(r['jax_first_step_s'])} s; "
                          f"losses {r['first_losses']}")
+        elif part == "profile":
+            lines.append("  " + ", ".join(f"{k} {v:.0f}" for k, v in r.items()
+                                          if k.endswith("_us")))
         elif part == "cartpole":
             for k, row in r.items():
                 if k.startswith("N="):

@@ -17,7 +17,7 @@ set -u
 cd "$(dirname "$0")/.."
 OUT_DIR=${OUT:-gpu_check_out}
 SUITE=1
-PARTS="train gpt2 bench cartpole"
+PARTS=${PARTS:-"train gpt2 bench cartpole profile"}
 SMOKE=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -69,6 +69,10 @@ import flowlite
 from flowlite import xla_flags
 print("flowlite XLA:CPU tuning:", xla_flags.chosen)
 EOF
+YNN=--xla_cpu_experimental_ynn_fusion_type=-individual_convolution
+say "XLA:CPU flag $YNN: $(JAX_PLATFORMS=cpu XLA_FLAGS=$YNN FLOWLITE_XLA_TUNING=0 timeout 60 $PY -c \
+    'import jax.numpy as j; print(float(j.ones(3).sum()))' >/dev/null 2>&1 && echo accepted \
+    || echo REJECTED) by this jaxlib"
 HAS_GPU=$($PY -c 'import jax
 try:
     print(int(bool(jax.devices("gpu"))))
@@ -77,15 +81,16 @@ except RuntimeError:
 
 XDIST=""
 if $PY -c 'import xdist' 2>/dev/null; then
-  N=$(nproc); [ "$N" -gt 8 ] && N=8
+  N=$(nproc); [ "$N" -gt ${SUITE_WORKERS:-8} ] && N=${SUITE_WORKERS:-8}
   XDIST="-n $N"
 fi
 
 # 1. the suite on the CPU backend, in the background (the GPU parts need few host cores)
 SUITE_PID=""
 if [ "$SUITE" = 1 ]; then
-  (JAX_PLATFORMS=cpu timeout ${SUITE_TIMEOUT:-240} $PY -m pytest -q $XDIST -p no:cacheprovider \
-      -o addopts="" -q > "$OUT_DIR/suite_cpu.log" 2>&1; echo "exit $?" >> "$OUT_DIR/suite_cpu.log") &
+  (JAX_PLATFORMS=cpu timeout ${SUITE_TIMEOUT:-240} $PY -m pytest $XDIST -p no:cacheprovider \
+      -o addopts="" -q -rf --tb=short > "$OUT_DIR/suite_cpu.log" 2>&1
+   echo "exit $?" >> "$OUT_DIR/suite_cpu.log") &
   SUITE_PID=$!
 fi
 
@@ -103,12 +108,14 @@ has gpt2 && part gpt2 ${GPT2_TIMEOUT:-150}
 
 # 3. device-facing test files on the GPU
 if [ "$HAS_GPU" = 1 ]; then
-  timeout ${GPU_TESTS_TIMEOUT:-90} $PY -m pytest -q -p no:cacheprovider -o addopts="" \
+  GPU_XDIST=""; [ -n "$XDIST" ] && GPU_XDIST="-n 4"
+  timeout ${GPU_TESTS_TIMEOUT:-90} $PY -m pytest -q $GPU_XDIST -rf --tb=short -p no:cacheprovider -o addopts="" \
       tests/test_dtypes.py tests/test_executor.py tests/test_matmul_precision.py \
       tests/test_amp_compile_dist.py tests/test_compile.py tests/test_checks.py \
       tests/test_creation_random.py > "$OUT_DIR/suite_gpu.log" 2>&1
   rc=$?
-  say "GPU test files: $(tail -1 "$OUT_DIR/suite_gpu.log") (exit $rc)"
+  say "GPU test files: $(grep -E '[0-9]+ (passed|failed)' "$OUT_DIR/suite_gpu.log" | tail -1) (exit $rc)"
+  grep -E '^FAILED' "$OUT_DIR/suite_gpu.log" | head -20 | tee -a "$SUMMARY"
 else
   say "GPU test files: no GPU — skipped"
 fi
@@ -119,8 +126,10 @@ has train && part train ${TRAIN_TIMEOUT:-150}
 # 5. the host-sensitive timings once the suite is done
 if [ -n "$SUITE_PID" ]; then
   wait "$SUITE_PID"
-  say "CPU suite ($XDIST): $(grep -E 'passed|failed|error' "$OUT_DIR/suite_cpu.log" | tail -1) ($(tail -1 "$OUT_DIR/suite_cpu.log"))"
+  say "CPU suite ($XDIST): $(grep -E '[0-9]+ (passed|failed)' "$OUT_DIR/suite_cpu.log" | tail -1) ($(tail -1 "$OUT_DIR/suite_cpu.log"))"
+  grep -E '^FAILED' "$OUT_DIR/suite_cpu.log" | head -20 | tee -a "$SUMMARY"
 fi
+has profile && part profile ${PROFILE_TIMEOUT:-60}
 has bench && part bench ${BENCH_TIMEOUT:-120}
 has cartpole && part cartpole ${CARTPOLE_TIMEOUT:-60}
 $PY bench/gpu_check.py --summary --out "$OUT_DIR" --tmp "$TMP_DIR" $SMOKE >/dev/null 2>&1 \

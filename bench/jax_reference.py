@@ -229,7 +229,7 @@ def cartpole_initial_carry(n_envs: int, seed: int = 0, rng_impl: str = "threefry
     dominates the fused step at large N on XLA:CPU (threefry ≈ 3× the physics at N=1024;
     "rbg" is cheaper)."""
     s, t = specs.cartpole_initial(n_envs, seed)
-    return (jnp.asarray(s), jnp.asarray(t), jax.random.key(seed, impl=rng_impl), jnp.int32(0),
+    return (jnp.asarray(s), jnp.asarray(t), jax.random.key(seed, dtype=rng_impl), jnp.int32(0),
             jnp.int32(0))
 
 

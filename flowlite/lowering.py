@@ -106,7 +106,7 @@ def lower_for(jitted, device, args):
     setting = matmul_precision.jax_setting(platform_of(device))
     if setting is None:
         return jitted.lower(*args)
-    with jax.default_matmul_precision(setting):
+    with matmul_precision.lowering(setting):
         return jitted.lower(*args)
 
 

@@ -5,11 +5,12 @@ Layer: facts — imports nothing of flowlite.
 PyTorch computes float32 matmuls in full float32 unless the program asks for less
 ("highest", `torch.backends.cuda.matmul.allow_tf32 = False`, both its defaults), while JAX's
 default lets a GPU use TF32 and a TPU bfloat16 passes — 1e-3 relative errors where PyTorch's
-are 1e-7.  flowlite follows PyTorch: programs for a GPU or TPU are lowered under
-`jax.default_matmul_precision` of this setting ("highest" -> float32, "high" -> TF32,
-"medium" -> bfloat16).  CPU programs are lowered without it: XLA:CPU computes float32 dots
-in float32 whatever the setting, and its programs stay byte-identical.  Convolutions follow
-the same setting (PyTorch lets cuDNN use TF32 for them by default; flowlite stays exact
+are 1e-7.  flowlite follows PyTorch: in programs for a GPU or TPU every dot and
+convolution with a float32 operand carries this setting's precision ("highest" -> HIGHEST,
+"high" -> TF32, "medium" -> JAX's DEFAULT); those of bfloat16/float16 operands keep JAX's
+default (a precision attribute there can only make them slower).  CPU programs carry none:
+XLA:CPU computes float32 dots in float32 whatever the attribute, and its programs stay
+byte-identical.  Convolutions follow the same setting (PyTorch lets cuDNN use TF32 for them by default; flowlite stays exact
 unless asked — the safer of the two).
 
 The precision is baked into compiled programs, so a change drops them (`on_change`): the
@@ -17,7 +18,10 @@ next sync compiles again under the new setting.
 """
 from __future__ import annotations
 
-_JAX_NAME = {"highest": "float32", "high": "tensorfloat32", "medium": "bfloat16"}
+import contextlib
+import threading
+
+_JAX_NAME = {"highest": "highest", "high": "tensorfloat32", "medium": "bfloat16"}
 _state = {"precision": "highest", "generation": 0}
 _listeners: list = []
 
@@ -48,6 +52,29 @@ def on_change(fn) -> None:
 
 
 def jax_setting(platform: str):
-    """The `jax.default_matmul_precision` value to lower a `platform` program under, or None
-    (CPU: JAX's default, which is float32 there)."""
+    """The precision a `platform` program's float32 dots get, or None (CPU: JAX's default,
+    which is float32 there)."""
     return None if platform == "cpu" else _JAX_NAME[_state["precision"]]
+
+
+_lowering = threading.local()
+
+
+@contextlib.contextmanager
+def lowering(setting):
+    """While a program is traced for lowering: the precision its float32 dots get."""
+    prev = getattr(_lowering, "setting", None)
+    _lowering.setting = setting
+    try:
+        yield
+    finally:
+        _lowering.setting = prev
+
+
+def for_operands(*xs):
+    """The `precision=` argument of a dot or convolution of `xs` being lowered: the setting
+    when an operand is float32, else None (JAX's default)."""
+    setting = getattr(_lowering, "setting", None)
+    if setting is None:
+        return None
+    return setting if any(x.dtype == "float32" for x in xs) else None

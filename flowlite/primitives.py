@@ -21,6 +21,7 @@ from jax import lax
 
 from . import fusion, layout
 from .ir import Prim
+from .matmul_precision import for_operands as _precision
 from .linspace_values import linspace_values
 from .tape import _TupleCotangent
 from .tensor import apply
@@ -89,7 +90,26 @@ def _convert_vjp(a, i, o, g):
     return (F.to_dtype(g, x.dtype),) if x.dtype.is_floating_point else (None,)
 
 
-convert = prim("convert", lambda a, x: x.astype(a[0].np), _convert_vjp)
+# (exponent, mantissa) bits of the floats a cast can narrow to
+_FLOAT_BITS = {np.dtype(jnp.bfloat16): (8, 7), np.dtype(np.float16): (5, 10),
+               np.dtype(np.float32): (8, 23)}
+
+
+def _convert_lower(a, x):
+    d = np.dtype(a[0].np)
+    bits = _FLOAT_BITS.get(d)
+    if bits is not None and jnp.issubdtype(x.dtype, jnp.floating) and \
+            x.dtype.itemsize > d.itemsize:
+        # a narrowing cast rounds, as in PyTorch: XLA:GPU's default excess precision may
+        # otherwise drop a convert pair (`x.bfloat16().float()` would return x unrounded);
+        # reduce_precision is kept.  XLA:CPU keeps the pair: its programs stay as they were
+        return lax.platform_dependent(
+            x, cpu=lambda x: x.astype(d),
+            default=lambda x: lax.reduce_precision(x, *bits).astype(d))
+    return x.astype(d)
+
+
+convert = prim("convert", _convert_lower, _convert_vjp)
 
 # ---- elementwise binary (inputs already share a dtype; jnp broadcasts) ---------------------
 add = prim("add", lambda a, x, y: x + y, lambda a, i, o, g: (_st(g, i[0]), _st(g, i[1])))
@@ -474,8 +494,8 @@ def _matmul_vjp(a, i, o, g):
     return _st(F.matmul(g, F.mT(y)), x), _st(F.matmul(F.mT(x), g), y)
 
 
-matmul = prim("matmul", lambda a, x, y: jnp.matmul(x, y, precision=a[0] if a else None),
-              _matmul_vjp)
+matmul = prim("matmul", lambda a, x, y: jnp.matmul(
+    x, y, precision=a[0] if a else _precision(x, y)), _matmul_vjp)
 
 
 def _einsum_vjp(a, i, o, g):
@@ -500,11 +520,12 @@ def _einsum_vjp(a, i, o, g):
     return tuple(grads)
 
 
-einsum = prim("einsum", lambda a, *xs: jnp.einsum(a[0], *xs), _einsum_vjp)
+einsum = prim("einsum", lambda a, *xs: jnp.einsum(a[0], *xs, precision=_precision(*xs)),
+              _einsum_vjp)
 
 
 def _linear_lower(a, x, w, *b):
-    y = lax.dot_general(x, w, (((x.ndim - 1,), (1,)), ((), ())))
+    y = lax.dot_general(x, w, (((x.ndim - 1,), (1,)), ((), ())), precision=_precision(x, w))
     return y + b[0] if b else y
 
 
@@ -620,7 +641,8 @@ def _conv(a, x, w, *b):
 
     def xla_conv(x, w):
         return lax.conv_general_dilated(x, w, strides, padding, lhs_dil, rhs_dil,
-                                        feature_group_count=groups)
+                                        feature_group_count=groups,
+                                        precision=_precision(x, w))
 
     def bias(y):
         # an optional per-channel bias (nn.Conv*'s): one node instead of reshape + add
@@ -726,7 +748,8 @@ def _conv_input_grad_lower(a, g, w):
     dn = lax.ConvDimensionNumbers(lhs_spec=spec, rhs_spec=(1, 0) + sp, out_spec=spec)
     return lax.conv_general_dilated(g, w, window_strides=k["lhs_dil"], padding=pads,
                                     lhs_dilation=k["strides"], rhs_dilation=k["rhs_dil"],
-                                    dimension_numbers=dn, feature_group_count=groups)
+                                    dimension_numbers=dn, feature_group_count=groups,
+                                    precision=_precision(g, w))
 
 
 def _conv_weight_grad_lower(a, x, g):
@@ -747,7 +770,8 @@ def _conv_weight_grad_lower(a, x, g):
     dn = lax.ConvDimensionNumbers(lhs_spec=t, rhs_spec=t, out_spec=t)
     out = lax.conv_general_dilated(x, g, window_strides=k["rhs_dil"], padding=pads,
                                    lhs_dilation=k["lhs_dil"], rhs_dilation=k["strides"],
-                                   dimension_numbers=dn, batch_group_count=k["groups"])
+                                   dimension_numbers=dn, batch_group_count=k["groups"],
+                                   precision=_precision(x, g))
     return out if out.dtype == dtype else lax.convert_element_type(out, dtype)
 
 

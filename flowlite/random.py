@@ -41,7 +41,7 @@ def _state(device) -> Tensor:
     t = _keys.get(device)
     if t is None:
         raw = np.asarray(jax.random.key_data(jax.random.key(rt.rng_seed % (2 ** 63),
-                                                            impl="threefry2x32")))
+                                                            dtype="threefry2x32")))
         t = _keys[device] = _place_key(raw.astype(np.uint32), device)
     return t
 

@@ -303,3 +303,19 @@ def test_host_reads_of_slices_of_data_compile_nothing():
     y = x * 2                                        # not a view of data: a normal sync
     assert float(y[0, 0, 1]) == 2.0
     assert _count()["compiles"] == c0 + 1
+
+
+def test_small_outputs_start_their_host_copy_on_accelerators():
+    # (executor._run calls it for non-CPU devices: a host read there is a device round trip)
+    from flowlite import executor
+    started = []
+
+    class FakeArray:
+        def __init__(self, size):
+            self.size = size
+
+        def copy_to_host_async(self):
+            started.append(self.size)
+
+    executor._prefetch_small([FakeArray(s) for s in (1, 64, 65, 10 ** 6)])
+    assert started == [1, 64]

@@ -27,8 +27,8 @@ def _conv(attrs, x, w):
 
 def _out_shape(attrs, sx, sw):
     return jax.eval_shape(lambda x, w: _conv(attrs, x, w),
-                          jax.ShapeDtypeStruct(sx, jnp.float64),
-                          jax.ShapeDtypeStruct(sw, jnp.float64)).shape
+                          jax.ShapeDtypeStruct(sx, jnp.float32),
+                          jax.ShapeDtypeStruct(sw, jnp.float32)).shape
 
 
 # (x shape, w shape, attrs = (strides, padding pairs, lhs_dilation, rhs_dilation, groups))

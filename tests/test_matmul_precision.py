@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-from flowlite import executor, lowering, matmul_precision
+from flowlite import executor, lowering, matmul_precision, primitives
 
 
 @pytest.fixture(autouse=True)
@@ -21,9 +21,11 @@ def _fake_device(platform):
     return SimpleNamespace(jax_device=SimpleNamespace(platform=platform))
 
 
-def _dot_text(device):
-    x = jnp.ones((4, 4), jnp.float32)
-    return lowering.lower_for(jax.jit(lambda a, b: a @ b), device, (x, x)).as_text()
+def _dot_text(device, dtype=jnp.float32):
+    # flowlite's own matmul primitive, lowered as a program for `device` is
+    x = jnp.ones((4, 4), dtype)
+    return lowering.lower_for(jax.jit(lambda a, b: primitives.matmul.lower((), a, b)), device,
+                              (x, x)).as_text()
 
 
 def test_default_is_pytorch_highest_and_allow_tf32_false():
@@ -39,11 +41,18 @@ def test_gpu_programs_are_lowered_under_the_setting(setting, hlo):
     assert f"precision = [{hlo}, {hlo}]" in text
 
 
+def test_bfloat16_dots_keep_jax_default_on_gpu():
+    # a precision attribute on bf16 operands could only slow them down
+    assert "precision = [DEFAULT, DEFAULT]" in _dot_text(_fake_device("gpu"), jnp.bfloat16) \
+        or "precision" not in _dot_text(_fake_device("gpu"), jnp.bfloat16)
+
+
 def test_cpu_programs_are_lowered_as_jax_makes_them():
     # XLA:CPU computes float32 dots in float32 whatever the attribute: its programs stay as
     # they were (no precision attribute added)
     fl.set_float32_matmul_precision("highest")
-    plain = jax.jit(lambda a, b: a @ b).lower(jnp.ones((4, 4)), jnp.ones((4, 4))).as_text()
+    plain = jax.jit(lambda a, b: jnp.matmul(a, b)).lower(jnp.ones((4, 4)),
+                                                          jnp.ones((4, 4))).as_text()
     assert _dot_text(_fake_device("cpu")) == plain
 
 
