@@ -89,7 +89,7 @@ class _Plan:
                  "replayable", "n_args", "pack_pos", "true_arg", "arg_srcs", "state_srcs", "const_srcs",
                  "scalar_vals", "rng_pos", "hp_groups", "pack",
                  "out_state", "out_grad", "out_general", "grad_general", "ret_leaf",
-                 "out_kept", "prefetch")
+                 "out_kept")
 
 
 class _HpGroup:
@@ -389,8 +389,6 @@ class CompiledFunction:
             args[-1] = plan.true_arg
         outs = plan.exe.fn(*args)
         del args
-        if plan.prefetch:
-            executor._prefetch_small(outs)
         new_nodes = {}
         # everything is bound while the program runs, and only then are its check flags
         # read (they wait for it); a failed check puts back what `undo` recorded
@@ -499,7 +497,6 @@ def _prepare(plan):
     plan.pack_pos = len(plan.sources)
     plan.n_args = plan.pack_pos + (1 if plan.scalar_src else 0) + plan.exe.chained
     plan.true_arg = executor._true(plan.out_meta[0][3]) if plan.exe.chained else None
-    plan.prefetch = any(m[3].type != "cpu" for m in plan.out_meta)   # an accelerator's outputs
     plan.arg_srcs, plan.state_srcs, plan.const_srcs = [], [], []
     for i, ((kind, ref), (shape, dtype)) in enumerate(zip(plan.sources, plan.state_meta)):
         esig = ir.intern_sig((_DATA, (), shape, dtype, 0))

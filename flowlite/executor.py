@@ -519,8 +519,6 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
         raise
     if donate:
         metrics._C["donated_buffers"] += len(donate)
-    if device.type != "cpu":
-        _prefetch_small(outs)
     t2 = time.perf_counter()
     del args
     failed = None
@@ -551,21 +549,6 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
         _rollback([roots[i] for i in taint], err,
                   taint={id(roots[i]): e for i, e in taint.items()})
         raise err
-
-
-# outputs this small (a loss, a metric, the check flags) start their copy to the host as soon
-# as the program is dispatched
-_PREFETCH_MAX_ELEMENTS = 64
-
-
-def _prefetch_small(outs):
-    """On an accelerator every host read is a device round trip (~0.4 ms each on the H200 VM
-    measured, where a CPU read is a memcpy): the values loops read every step — the loss
-    (`loss.item()`) and the check flags the next host read verifies — are copied to the
-    host while the program runs, so reading them only waits for the step itself."""
-    for v in outs:
-        if v.size <= _PREFETCH_MAX_ELEMENTS:
-            v.copy_to_host_async()
 
 
 def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device):

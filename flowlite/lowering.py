@@ -53,8 +53,10 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     into one (n, 2) array, and each output position in `guards` (position, leaf slot) is
     the new value only when all checks passed, else the old leaf: a failed check leaves that
     leaf's value intact even when its buffer was donated.  The work only guarded outputs
-    need (an optimizer's update) runs inside one lax.cond on that ok, so XLA still updates
-    the donated buffers in place (a select after the update made it copy every one first).
+    need (an optimizer's update) runs inside one lax.cond on that ok, so XLA:CPU still
+    updates the donated buffers in place (a select after the update made it copy every one
+    first).  Elsewhere the guard is that select: an XLA:GPU conditional copies its predicate
+    to the host mid-program, which makes the dispatching call wait for the whole step.
     With `chain` the program takes one more argument, the previous step's ok (a bool
     scalar), folds it into its own ok and returns that ok before the flags: a step
     dispatched on top of a failed one commits nothing either."""
@@ -67,7 +69,8 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
                      None if n.op.multi else n.dtype.np, id(n) in breaks) for n in order)
     n_slots = len(slot)
 
-    inner, ext = _guarded_only(program, out_slots, check_slots, guards)
+    on_cpu = guards_in_conditional(device)
+    inner, ext = _guarded_only(program, out_slots, check_slots, guards) if on_cpu else ((), ())
     outer = [e for k, e in enumerate(program) if k not in inner] if inner else program
 
     def run_program(*flat_args):
@@ -78,10 +81,14 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             ok = jnp.all(flags[:, 0] == 0)
             if chain:
                 ok = ok & flat_args[-1]
-            if guards:
+            if guards and on_cpu:
                 packs = flat_args[len(leaf_slots)] if scalar_map else ()
                 _guarded_update(program, inner, ext, guards, out_slots, env, ok,
                                 scalar_map, packs)
+            else:
+                for pos, leaf in guards:
+                    out = out_slots[pos]
+                    env[out] = jnp.where(ok, env[out], env[leaf])
         outs = [env[s] for s in out_slots]
         if check_slots:
             if chain:
@@ -97,6 +104,12 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
         jitted = jax.jit(run_program, donate_argnums=donate,
                          out_shardings=SingleDeviceSharding(device.jax_device))
     return lower_for(jitted, device, args)
+
+
+def guards_in_conditional(device) -> bool:
+    """Whether a checked program guards its in-place updates with lax.cond (CPU) or with a
+    select (elsewhere: an XLA:GPU conditional reads its predicate on the host mid-program)."""
+    return platform_of(device) == "cpu"
 
 
 def lower_for(jitted, device, args):

@@ -10,9 +10,11 @@ XLA:CPU has.  So flowlite keeps YNNPACK for dots and takes convolutions back fro
 GPT step unchanged — its compiled program is identical; results equal within float32
 rounding).  Measured in `bench/xla_cpu_flags.py`, reported in bench/XLA_FLAGS_STUDY.md.
 
-The flag is added only where it is known to be honoured: for jaxlib 0.10.x (an unknown XLA
-flag aborts the process, and it is experimental), when the user's own XLA_FLAGS don't
-already set it, and unless FLOWLITE_XLA_TUNING=0.  XLA reads XLA_FLAGS once, when JAX
+The flag is added only where it was measured: for jaxlib 0.10.x (an unknown XLA flag aborts
+the process, and it is experimental), when the user's own XLA_FLAGS don't already set it, and
+unless FLOWLITE_XLA_TUNING=0.  jaxlib 0.11.2 accepts it (probed by bench/gpu_check.sh on the
+GPU machine, 2026-12-04) but its effect there is unmeasured, so on 0.11+ flowlite leaves
+XLA:CPU's default and `chosen["reason"]` says so.  XLA reads XLA_FLAGS once, when JAX
 creates its CPU backend (the first array or compile, not `import jax`), so it takes effect
 when flowlite is imported before the program's first JAX computation.  It is appended to
 XLA_FLAGS, so it applies to the whole process (the user's own JAX code too) and is part of
@@ -50,7 +52,8 @@ def apply() -> None:
         return
     v = _jaxlib_version()
     if v is None or not v.startswith(_TESTED_JAXLIB):
-        chosen.update(reason=f"jaxlib {v} not measured (only {_TESTED_JAXLIB})")
+        chosen.update(reason=f"jaxlib {v}: the convolution flag's effect is not measured there "
+                             f"(only on {_TESTED_JAXLIB}); XLA:CPU's default kept")
         return
     os.environ["XLA_FLAGS"] = (flags + " " + YNN_FLAG).strip()
     chosen.update(cpu_convolutions="XLA Eigen kernels (YNNPACK keeps the dots)",

@@ -45,17 +45,18 @@ def test_trace_overhead_script_runs():
 def test_gpu_check_runs_on_cpu_and_says_no_gpu(tmp_path):
     # the prepared GPU check must run here too: every GPU part says "no GPU" and the script
     # exits 0 with its summary written
-    env = dict(os.environ, PYTHON=sys.executable, JAX_PLATFORMS="cpu")
+    env = dict(os.environ, PYTHON=sys.executable, JAX_PLATFORMS="cpu",
+               PARTS="train bench gpt2 cartpole profile")
     r = subprocess.run(["bash", "bench/gpu_check.sh", str(tmp_path), "--no-suite"], cwd=ROOT,
                        capture_output=True, text=True, timeout=300, env=env)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     summary = (tmp_path / "summary.txt").read_text()
     assert "GPU test files: no GPU — skipped" in summary
-    for part in ("train", "bench", "gpt2", "cartpole"):
+    parts = ("train", "bench", "gpt2", "cartpole", "profile")
+    for part in parts:
         assert f"== {part}" in summary and "no GPU — skipped" in summary
     record = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert all(record[p].get("skipped") == "no GPU" for p in ("train", "bench", "gpt2",
-                                                               "cartpole"))
+    assert {p: record[p].get("skipped") for p in parts} == {p: "no GPU" for p in parts}
 
 
 def test_gpu_check_model_flops_follow_palm_count():

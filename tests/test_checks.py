@@ -166,7 +166,21 @@ BAD = np.array([[1, 12, 3, 4]])
 Y = np.array([[2, 3, 4, 5]])
 
 
-def test_failed_training_step_commits_nothing_and_training_goes_on():
+@pytest.fixture(params=["conditional", "select"])
+def guard_kind(request, monkeypatch):
+    """Both ways a checked program guards its in-place updates: lax.cond (CPU programs) and a
+    select (GPU/TPU programs, lowering.guards_in_conditional), both run here on the CPU."""
+    from flowlite import executor, lowering
+    if request.param == "select":
+        monkeypatch.setattr(lowering, "guards_in_conditional", lambda device: False)
+        executor.clear_cache()
+        yield request.param
+        executor.clear_cache()
+    else:
+        yield request.param
+
+
+def test_failed_training_step_commits_nothing_and_training_goes_on(guard_kind):
     m, opt = _model()
     _step(m, opt, fl.tensor(GOOD), fl.tensor(Y))
     before = _snapshot(m, opt)
@@ -192,7 +206,7 @@ def test_failed_training_step_commits_nothing_and_training_goes_on():
         np.testing.assert_array_equal(a, b)
 
 
-def test_deferred_failure_raises_at_the_next_step(monkeypatch):
+def test_deferred_failure_raises_at_the_next_step(monkeypatch, guard_kind):
     # the failed step has finished by the next sync (made certain here: on a loaded machine
     # it may still run, and then the next step chains on it and raises at the read after)
     from flowlite import executor

@@ -4,6 +4,8 @@ flowlite modules, which then agree on outputs, input and parameter gradients and
 float64.  All flowlite work of a test shares ONE sync."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -84,7 +86,11 @@ def test_modules_match_pytorch(x64):
         tm.double()
         fm.double()
         assert list(fm.state_dict()) == list(tm.state_dict()), name
-        assert repr(fm) == repr(tm), name
+        tr = repr(tm)
+        # torch before 2.13 neither takes nor shows InstanceNorm's `bias=`
+        fr = repr(fm) if "bias=" in tr or "InstanceNorm" not in tr else \
+            re.sub(r", bias=\w+", "", repr(fm))
+        assert fr == tr, name
         # non-trivial parameters and buffers, copied from torch
         with torch.no_grad():
             for t in list(tm.parameters()) + [b for b in tm.buffers() if b.is_floating_point()]:
