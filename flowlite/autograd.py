@@ -15,6 +15,7 @@ forward, and with `create_graph=True` it is itself differentiable.
 from __future__ import annotations
 
 from . import backward_templates as _templates
+from . import ir
 from .recording import rebind
 from .runtime import rt
 from .tape import (AccumulateGrad, GradFn, _TupleCotangent, _state, is_grad_enabled,
@@ -259,9 +260,10 @@ class _recorder_paused:
 
 
 def _check_mid_step_syncs(root_edges):
-    """A sync between this forward pass and its backward means two executables per step."""
+    """A sync that ran this forward pass before its backward means two executables per step
+    (a host read that ran only other work, the next batch's indices, left it lazy)."""
     for e, _ in root_edges:
-        if isinstance(e, GradFn) and e.epoch < rt.exec_epoch:
+        if isinstance(e, GradFn) and e.epoch < rt.exec_epoch and e.out.op is ir.DATA:
             for k in range(e.epoch + 1, rt.exec_epoch + 1):
                 c = rt.exec_causes.get(k)
                 if c is not None and not c.startswith(("optimizer", "eager")):

@@ -24,7 +24,7 @@ import weakref
 import jax
 import numpy as np
 
-from . import buckets, ir, matmul_precision, metrics
+from . import buckets, host_eval, ir, matmul_precision, metrics
 from .device import default_device
 from .graph_key import out_codes
 from .lowering import Executable, build_executable  # noqa: F401  (Executable: re-exported)
@@ -141,6 +141,119 @@ def sync(cause: str = "explicit flowlite.sync()", extra_roots=(), defer_checks=F
     runs; that later call raises the error (verify_pending)."""
     with rt.lock:
         _sync(cause, extra_roots, defer_checks)
+
+
+def sync_for_read(cause: str, node) -> None:
+    """The sync of a host read (`.item()`, `int()`, `.numpy()`, printing) of `node`: it
+    materialises `node` and the live pending work that shares pending nodes with it — so
+    nothing is computed twice — and leaves the rest lazy for a later sync (the training
+    step's forward pass while the next batch's indices are drawn and read joins the step's
+    one executable).  When everything pending is needed this is a plain sync."""
+    with rt.lock:
+        if observers or rt.local.tracing_body:
+            _sync(cause, (node,))       # flowlite.compile records whole syncs; scan raises
+            return
+        _sync_read(cause, node)
+
+
+def _pending_ids(node, into):
+    """Add the ids of `node`'s pending subgraph (work a sync would compute) to `into`."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        k = id(n)
+        if k in into or not _is_pending(n):
+            continue
+        into.add(k)
+        stack.extend(n.inputs)
+
+
+def _reaches(node, need, seen):
+    """Whether `node`'s pending subgraph holds a node of `need` (ids).  `seen`: nodes already
+    walked in this pass (a walk that stopped at a hit leaves some half-walked: the caller
+    then walks again)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        k = id(n)
+        if k in need:
+            return True
+        if k in seen or not _is_pending(n):
+            continue
+        seen.add(k)
+        stack.extend(n.inputs)
+    return False
+
+
+def _guards(check, need):
+    """Whether `check` guards work in `need`, or guards a result nobody can read any more (an
+    orphan: it runs with the next sync of any kind, so its error surfaces near its cause)."""
+    site = check.site
+    out = site.out() if site.out is not None else None
+    if out is None:
+        return True
+    index = site.index() if site.index is not None else None
+    return id(out) in need or (index is not None and id(index) in need)
+
+
+def _sync_read(cause, node):
+    local = rt.local
+    if local.unverified is not None:
+        _verify_deferred()
+    need = set()
+    _pending_ids(node, need)
+    refs = local.pending
+    cands = []                  # (node, its tensor's weakref) of the other pending work
+    for r in refs:
+        t = r()
+        if t is not None and _is_pending(t._node):
+            cands.append((t._node, r))
+    cands.extend((n, None) for n in saved_pending_nodes() if _is_pending(n))
+    checks = local.checks
+    taken = [False] * len(cands)
+    taken_checks = [False] * len(checks)
+    if need:
+        changed = True
+        while changed:          # until no more work joins: what joins brings its own nodes
+            changed = False
+            seen = set()
+            for k, (n, _) in enumerate(cands):
+                if not taken[k] and _reaches(n, need, seen):
+                    taken[k] = changed = True
+                    _pending_ids(n, need)
+            for k, c in enumerate(checks):
+                # a check joins when it guards work the read runs (its op's result or index)
+                # or reads any of it
+                if not taken_checks[k] and (_guards(c, need) or _reaches(c, need, seen)):
+                    taken_checks[k] = changed = True
+                    _pending_ids(c, need)
+    if all(taken) and all(taken_checks):
+        _sync(cause, (node,))   # the read needs all pending work: one ordinary sync
+        return
+    roots = []
+    if _is_pending(node):
+        roots.append(node)
+    for (n, _), t in zip(cands, taken):
+        if t:
+            roots.append(n)
+    roots = list(dict.fromkeys(roots))
+    local.pending[:] = [r for (_, r), t in zip(cands, taken) if not t and r is not None]
+    run_checks = [c for c, t in zip(checks, taken_checks) if t]
+    local.checks = [c for c, t in zip(checks, taken_checks) if not t]
+    metrics.note_sync(cause)
+    if roots or run_checks:
+        # the graph key recorded with the ops names all pending work, part of which runs
+        # now: the next sync walks its graph instead
+        local.stream.valid = False
+        _dispatch(roots, run_checks, cause, None)
+    if local.unverified is not None and not (roots or run_checks):
+        _verify_deferred()
+    # committed: the undo records of what ran (the rest stays undoable); the random-draw
+    # counter's rollback point stays where the last full sync left it
+    local.undo[:] = [u for u in local.undo if (t := u[0]()) is not None and
+                     _is_pending(t._node)]
+    if node.op is FAILED:
+        raise _again(node.value)
 
 
 def verify_pending() -> None:
@@ -647,45 +760,48 @@ def _true(device):
     return v
 
 
-# ---- host reads of views of data ----------------------------------------------------------
-_HOST_VIEW_OPS = frozenset(("slice", "reshape", "transpose"))
+# ---- host reads computed on the host -------------------------------------------------------
 # an accelerator's array is copied to the host whole for such reads (JAX keeps that copy for
 # the next read) when it is at most this big: ~1 ms of copy instead of a program per index
 _HOST_VIEW_MAX_DEVICE_BYTES = 16 << 20
 
 
 def host_view(n):
-    """The value of `n` computed on the host when it is only slicing / reshaping /
-    transposing of a materialised array (`int(x[i, j])` in a Python loop): numpy views,
-    exact, and no executable to compile for every new index; else None (the caller syncs).
-    A CPU array is read in place; an accelerator's one up to _HOST_VIEW_MAX_DEVICE_BYTES."""
+    """The value of pending `n` computed on the host when it is a few exact steps from
+    materialised data (host_eval: `int(ix[k])`, `i + block_size`): exact, and no executable
+    to compile for every new index; else None (the caller syncs).  A value computed beyond
+    views of data becomes `n`'s data, as a sync would make it: what was read is committed
+    (a later failed sync can't take it back)."""
     if n.op is buckets.UNPAD:      # a bucketed output: its padded buffer, sliced
         v = n.inputs[0].value
         if n.inputs[0].op is not _DATA or not isinstance(v, jax.Array) or v.is_deleted():
             return None
         return np.asarray(v)[tuple(slice(0, d) for d in n.shape)]
-    ops = []
-    while n.op.name in _HOST_VIEW_OPS and len(n.inputs) == 1 and len(ops) < 8:
-        ops.append(n)
-        n = n.inputs[0]
-    if not ops or n.op is not _DATA or n.device is None or n.device.type == "mesh":
+    if n.device is None or n.device.type == "mesh":
+        return None
+    got = host_eval.value(n, _host_leaf)
+    if got is None:
+        return None
+    v, computed = got
+    if computed:
+        _rewriting(n)
+        n.op, n.inputs, n.attrs = _DATA, (), ()
+        n.value = jax.device_put(v, n.device.jax_device)
+        n.sig = ir.intern_sig((_DATA, (), n.shape, n.dtype, 0))
+    return v
+
+
+def _host_leaf(n):
+    """The host array of materialised node n: a CPU array read in place, an accelerator's
+    one up to _HOST_VIEW_MAX_DEVICE_BYTES; None otherwise."""
+    if n.device is None or n.device.type == "mesh":
         return None
     v = n.value
     if not isinstance(v, jax.Array) or v.is_deleted() or len(v.devices()) != 1:
         return None
     if n.device.type != "cpu" and v.nbytes > _HOST_VIEW_MAX_DEVICE_BYTES:
         return None
-    arr = np.asarray(v)
-    for m in reversed(ops):
-        a = m.attrs
-        name = m.op.name
-        if name == "slice":
-            arr = arr[tuple(slice(b, e, st) for b, e, st in zip(a[0], a[1], a[2]))]
-        elif name == "reshape":
-            arr = arr.reshape(a[0])
-        else:
-            arr = arr.transpose(a[0])
-    return arr
+    return np.asarray(v)
 
 
 # ---- failed syncs ----------------------------------------------------------------------------

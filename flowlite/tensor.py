@@ -176,7 +176,7 @@ class Tensor:
                 return v
             cause = f"{cause} at {user_site(3)}"
             rt.check_implicit_sync(cause)
-            executor.sync(cause, extra_roots=(n,))
+            executor.sync_for_read(cause, n)
             if n.op is not _DATA:     # a bucketed output (executor._run_bucketed): on host
                 return executor.host_view(n)
         return n.value

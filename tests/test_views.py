@@ -390,8 +390,10 @@ def test_wgan_clipping_through_data_matches_torch_one_executable_per_step():
     after = fl.metrics.counters()
     assert ours2 == ours
     assert after["compiles"] == before["compiles"]
-    assert after["executions"] - before["executions"] <= 12 + 3
-    assert c1["executions"] - c0["executions"] <= 12 + 3
+    # (+4: the clamped parameters are read one by one after the loop, and a host read runs
+    # only its own pending work: each parameter's clamp)
+    assert after["executions"] - before["executions"] <= 12 + 3 + 4
+    assert c1["executions"] - c0["executions"] <= 12 + 3 + 4
 
 
 def test_wgan_clipping_replays_bit_identically_under_compile():
