@@ -304,6 +304,21 @@ def _slice_vjp(a, i, o, g):
 slice_ = prim("slice", lambda a, x: lax.slice(x, a[0], a[1], a[2]), _slice_vjp)
 
 
+# a slice whose start is data (host scalars): `data[i:i + block_size]` with `i` read from a
+# tensor reuses one program for every offset; its gradient puts g back at the same offset
+def _dyn_slice_vjp(a, i, o, g):
+    return (F._dyn_pad(g, i[1:], i[0].shape),) + (None,) * (len(i) - 1)
+
+
+def _dyn_pad_vjp(a, i, o, g):
+    return (F._dyn_slice(g, i[1:], i[0].shape),) + (None,) * (len(i) - 1)
+
+
+dyn_slice = prim("dyn_slice", lambda a, x, *s: lax.dynamic_slice(x, s, a[0]), _dyn_slice_vjp)
+dyn_pad = prim("dyn_pad", lambda a, g, *s: lax.dynamic_update_slice(
+    jnp.zeros(a[0], g.dtype), g, s), _dyn_pad_vjp)
+
+
 
 # ---- strided views: reading and writing a root through a layout (flowlite.views) -------------
 def _flat_index(shape, off, strides):

@@ -245,6 +245,14 @@ def _slice_view(out, x, d, start):
 
 def narrow(x, dim, start, length):
     d = _norm_dim(dim, x.ndim, "narrow")
+    if isinstance(start, Tensor):       # an offset from a tensor: data, not program
+        s = int(start)
+        if s < 0:
+            s += x._node.shape[d]
+        if not 0 <= s <= x._node.shape[d] - length or length < 0:
+            raise IndexError(f"narrow: start ({s}) + length ({length}) exceeds dimension size "
+                             f"({x._node.shape[d]}) of dim {d} in shape {tuple(x.shape)}")
+        return getitem(x, (slice(None),) * d + (slice(start, s + length),))
     if not isinstance(start, int):
         start = int(start)
     out = F.narrow(x, d, start, length)

@@ -200,3 +200,42 @@ def test_nanogpt_get_batch_with_drawn_indices_runs_at_most_two_executables_per_i
         compiles.append(c1["compiles"] - c0["compiles"])
     assert execs[2:] == [2] * 4, execs            # the draw's small program + the step
     assert compiles[2:] == [0] * 4, compiles
+
+
+def test_slicing_a_tensor_at_offsets_read_from_a_tensor_compiles_once():
+    """`torch.stack([data[i:i + n] for i in ix])` on a tensor `data`: the offsets are data."""
+    data = fl.arange(500.)
+    data.requires_grad_(True)
+    ref = np.arange(500.)
+    fl.sync()
+    compiles = []
+    for _ in range(5):
+        c0 = fl.metrics.counters()["compiles"]
+        ix = fl.randint(0, 495, (6,))
+        x = fl.stack([data[i:i + 8] for i in ix])
+        (x * x).sum().backward()
+        got, g, iv = x.numpy(), data.grad.numpy(), ix.numpy()
+        data.grad = None
+        np.testing.assert_array_equal(got, np.stack([ref[i:i + 8] for i in iv]))
+        want = np.zeros(500)
+        for i in iv:
+            want[i:i + 8] += 2 * ref[i:i + 8]
+        np.testing.assert_allclose(g, want)
+        compiles.append(fl.metrics.counters()["compiles"] - c0)
+    assert compiles[1:] == [0] * 4, compiles
+
+
+def test_tensor_offsets_follow_python_slicing_and_narrow_matches_torch():
+    d = np.arange(20.).reshape(4, 5)
+    x, t = fl.from_numpy(d), torch.from_numpy(d)
+    for s, e in ((0, 3), (2, 9), (-3, 5), (4, 2)):       # clamped, negative, empty
+        np.testing.assert_array_equal(x[:, fl.tensor(s):fl.tensor(e)].numpy(),
+                                      t[:, torch.tensor(s):torch.tensor(e)].numpy())
+    for s in (0, 2, -3):
+        np.testing.assert_array_equal(x.narrow(1, fl.tensor(s), 3).numpy(),
+                                      t.narrow(1, torch.tensor(s), 3).numpy())
+    with pytest.raises(IndexError, match="exceeds dimension size"):
+        x.narrow(1, fl.tensor(4), 3)
+    v = x[fl.tensor(1):fl.tensor(3)]                      # still a view of x, as in PyTorch
+    v.mul_(0)
+    np.testing.assert_array_equal(x.numpy()[1:3], 0)

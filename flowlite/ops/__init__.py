@@ -32,7 +32,7 @@ from .shape import (  # noqa: F401
     _reshape_cache, reshape, _reshape_slow, view, flatten, unflatten,
     squeeze, unsqueeze, _perm_cache, permute, _permute_slow, transpose,
     t, mT, T, expand, expand_as, repeat,
-    _slice_prim, _pad_prim, _rev_prim, _view_read, _view_write, narrow, flip, _check_cat,
+    _slice_prim, _dyn_slice, _dyn_pad, _pad_prim, _rev_prim, _view_read, _view_write, narrow, flip, _check_cat,
     cat, concat, stack, split, chunk, unbind,
     tril, triu, pad, contiguous, clone)
 from .reduction import (  # noqa: F401

@@ -12,12 +12,13 @@ import numpy as np
 
 from .. import dtypes as D
 from .. import primitives as P
+from ..ir import scalar_node as _scalar_node
 from ..checks import index_in_range
 from ..tensor import Tensor, apply, tensor, from_numpy, _norm_dim
 from ._core import (_scalar, _take_along_prim, as_tensor, broadcast_shapes, broadcast_to, to_dtype)
 from .elementwise import (eq, where)
 from .creation import (arange)
-from .shape import (reshape, unsqueeze)
+from .shape import (_dyn_slice, reshape, unsqueeze)
 from .reduction import (amax)
 
 
@@ -138,6 +139,28 @@ def _apply_basic_plan(x, plan):
     return x
 
 
+def _tensor_bounds(idx) -> bool:
+    """A slice bounded by a tensor (`data[i:i + n]`, i read from a tensor)."""
+    for i in idx if type(idx) is tuple else (idx,):
+        if type(i) is slice and (isinstance(i.start, Tensor) or isinstance(i.stop, Tensor)):
+            return True
+    return False
+
+
+def _apply_dynamic_plan(x, plan):
+    """_apply_basic_plan with the slice's starts as data: the offsets come from tensors and
+    change from call to call, so they enter the program as inputs (one program for every
+    offset) instead of as its constants.  Strided slices keep the static form."""
+    sl, sliced, out_shape = plan
+    if sl is None or builtins.any(k != 1 for k in sl[2]):
+        return _apply_basic_plan(x, plan)
+    starts = [Tensor(_scalar_node(builtins.int(s), D.int32)) for s in sl[0]]
+    y = _dyn_slice(x, starts, sliced)
+    if sliced != out_shape:
+        y = apply(P.reshape, (y,), (out_shape,), out_shape, x._node.dtype)
+    return y
+
+
 def _basic_index(x, spec):
     """Ints, positive-step slices, None and Ellipsis: a slice + reshape, never a gather."""
     return _apply_basic_plan(x, _basic_plan(x._node.shape, spec))
@@ -157,7 +180,11 @@ def _basic_key(idx):
     for i in idx:
         t = type(i)
         if t is slice:
-            key.append((i.start, i.stop, i.step))
+            a, b, c = i.start, i.stop, i.step
+            if (a is not None and type(a) is not int) or (b is not None and type(b) is not int) \
+                    or (c is not None and type(c) is not int):
+                return None        # a tensor bound (or numpy int): parsed, never cached
+            key.append((a, b, c))
         elif t is int or i is None or i is Ellipsis:
             key.append(i)
         else:
@@ -183,6 +210,8 @@ def getitem_plan(x, idx):
     spec, tensors, basic = _parse_index(x, idx)
     if basic:
         plan = _basic_plan(x._node.shape, spec)
+        if _tensor_bounds(idx):
+            return _apply_dynamic_plan(x, plan), plan
         return _apply_basic_plan(x, plan), plan
     split = _split_int_indices(x, spec)
     if split is not None:

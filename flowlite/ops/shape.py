@@ -218,6 +218,17 @@ def _slice_prim(x, starts, stops, steps):
                  x._node.dtype)
 
 
+def _dyn_slice(x, starts, sizes):
+    """x[starts : starts + sizes] with the starts as data (0-d int32 tensors, host scalars)."""
+    return apply(P.dyn_slice, (x,) + tuple(starts), (tuple(sizes),), tuple(sizes),
+                 x._node.dtype)
+
+
+def _dyn_pad(g, starts, shape):
+    """Zeros of `shape` holding g at the data offsets `starts` (dyn_slice's gradient)."""
+    return apply(P.dyn_pad, (g,) + tuple(starts), (tuple(shape),), tuple(shape), g._node.dtype)
+
+
 def _pad_prim(x, lo, hi, interior, value):
     shape = tuple(l_ + h + n + builtins.max(n - 1, 0) * i
                   for n, l_, h, i in zip(x._node.shape, lo, hi, interior))
