@@ -45,6 +45,22 @@ class Executable:
         #                           "ok" (its own checks and that) before the flags
 
 
+_libc = []
+
+
+def _trim():
+    """Give the heap XLA's compiler freed back to the system (glibc keeps it otherwise): the
+    next compile's peak then starts from the live memory, not from the last compile's.
+    Measured on nanoGPT's README config: peak RSS 490 -> 465 MB."""
+    if not _libc:
+        try:
+            _libc.append(ctypes.CDLL("libc.so.6").malloc_trim)
+        except (OSError, AttributeError):      # not glibc: nothing to trim
+            _libc.append(None)
+    if _libc[0] is not None:
+        _libc[0](0)
+
+
 def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
                   check_slots=(), guards=(), chain=False):
     """jax `Lowered` for the program (StableHLO, before XLA's compile).
@@ -249,6 +265,7 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
     compiled = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
                              args, check_slots, guards, chain).compile()
     compile_s = time.perf_counter() - t0
+    _trim()
     fn = compiled
     if perm is not None:
         where = [0] * len(perm)

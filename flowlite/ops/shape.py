@@ -9,8 +9,12 @@ from __future__ import annotations
 import builtins
 import math
 
+import numpy as np
+
+from .. import ir
 from .. import primitives as P
-from ..tensor import Tensor, apply, tensor, _norm_dim
+from ..runtime import rt
+from ..tensor import Tensor, apply, tensor, _norm_dim, _to_device
 from ._core import (_promote, _shape_arg, as_tensor, broadcast_to, to_dtype)
 from .elementwise import (mul)
 
@@ -304,6 +308,9 @@ def cat(tensors, dim=0):
                              f"{tuple(s)}")
     if len(tensors) == 1:
         return tensors[0]
+    host = _host_join(tensors, d, dt, np.concatenate)
+    if host is not None:
+        return host
     tensors = [to_dtype(t, dt) for t in tensors]
     total = builtins.sum(t._node.shape[d] for t in tensors)
     shape = ref[:d] + (total,) + ref[d + 1:]
@@ -321,7 +328,40 @@ def stack(tensors, dim=0):
             raise ValueError(f"stack: expects each tensor to be equal size, but got "
                              f"{tuple(ref)} at entry 0 and {tuple(t.shape)} at entry {i}")
     d = _norm_dim(dim, len(ref) + 1, "stack")
+    dt = tensors[0].dtype
+    for t in tensors[1:]:
+        dt = _promote(dt, t.dtype)
+    host = _host_join(tensors, d, dt, np.stack)
+    if host is not None:
+        return host
     return cat([unsqueeze(t, d) for t in tensors], d)
+
+
+# cat/stack of materialised CPU tensors at most this big is done on the host, at once
+_HOST_JOIN_MAX_BYTES = 64 << 20
+
+
+def _host_join(tensors, d, dt, join):
+    """cat/stack of tensors that are all materialised data on one CPU device and need no
+    gradient — a batch assembled from host rows (`torch.stack([torch.from_numpy(...) for i
+    in ix])`) — as data at once: an exact copy done by numpy, so the step that reads the
+    batch sees data whether it was assembled before the last sync or after it (the same
+    program either way).  None when it must be recorded (pending or accelerator inputs,
+    autograd, flowlite.compile / scan tracing)."""
+    dev = tensors[0]._node.device
+    if dev is None or dev.type != "cpu" or rt.observers or rt.local.tracing_body:
+        return None
+    total = 0
+    for t in tensors:
+        n = t._node
+        if n.op is not ir.DATA or n.device is not dev or t.requires_grad or \
+                n.value.is_deleted():
+            return None
+        total += n.value.nbytes
+    if total > _HOST_JOIN_MAX_BYTES:
+        return None
+    arr = join([np.asarray(t._node.value) for t in tensors], axis=d).astype(dt.np, copy=False)
+    return Tensor(ir.data_node(_to_device(arr, dev), tuple(arr.shape), dt, dev))
 
 
 def split(x, split_size_or_sections, dim=0):
