@@ -72,6 +72,7 @@ def test_in_place_writes_on_views_are_read_through_their_root():
     np.testing.assert_array_equal(v.numpy(), [1, 1, 1])
     np.testing.assert_array_equal(base.numpy(), [0, 0, 1, 1, 1, 0])
     assert unrelated.is_pending
+    np.testing.assert_array_equal(unrelated.numpy(), [4, 4, 4])
 
 
 def test_a_check_guarding_the_read_runs_with_it():
