@@ -156,8 +156,10 @@ def sync_for_read(cause: str, node) -> None:
         _sync_read(cause, node)
 
 
-def _pending_ids(node, into):
-    """Add the ids of `node`'s pending subgraph (work a sync would compute) to `into`."""
+def _pending_ids(node, into, stream, floor):
+    """Add the ids of `node`'s pending subgraph (work a sync would compute) to `into`; ->
+    the lowest recording number among the nodes added and `floor` (-1: one was not recorded
+    in `stream`, so there is no such bound)."""
     stack = [node]
     while stack:
         n = stack.pop()
@@ -165,13 +167,19 @@ def _pending_ids(node, into):
         if k in into or not _is_pending(n):
             continue
         into.add(k)
+        if floor >= 0:
+            floor = n.mark if n.epoch is stream and 0 <= n.mark < floor else \
+                (floor if n.epoch is stream and n.mark >= 0 else -1)
         stack.extend(n.inputs)
+    return floor
 
 
-def _reaches(node, need, seen):
+def _reaches(node, need, seen, stream, floor):
     """Whether `node`'s pending subgraph holds a node of `need` (ids).  `seen`: nodes already
     walked in this pass (a walk that stopped at a hit leaves some half-walked: the caller
-    then walks again)."""
+    then walks again).  Every node of `need` was recorded in `stream` at or after number
+    `floor` (when >= 0), and inputs are recorded before their consumers: a node recorded
+    earlier can't reach one — the forward pass, when the next batch's indices are read."""
     stack = [node]
     while stack:
         n = stack.pop()
@@ -181,6 +189,8 @@ def _reaches(node, need, seen):
         if k in seen or not _is_pending(n):
             continue
         seen.add(k)
+        if floor >= 0 and n.epoch is stream and 0 <= n.mark < floor:
+            continue
         stack.extend(n.inputs)
     return False
 
@@ -201,7 +211,8 @@ def _sync_read(cause, node):
     if local.unverified is not None:
         _verify_deferred()
     need = set()
-    _pending_ids(node, need)
+    stream = local.stream
+    floor = _pending_ids(node, need, stream, 1 << 62)
     refs = local.pending
     cands = []                  # (node, its tensor's weakref) of the other pending work
     for r in refs:
@@ -218,15 +229,16 @@ def _sync_read(cause, node):
             changed = False
             seen = set()
             for k, (n, _) in enumerate(cands):
-                if not taken[k] and _reaches(n, need, seen):
+                if not taken[k] and _reaches(n, need, seen, stream, floor):
                     taken[k] = changed = True
-                    _pending_ids(n, need)
+                    floor = _pending_ids(n, need, stream, floor)
             for k, c in enumerate(checks):
                 # a check joins when it guards work the read runs (its op's result or index)
                 # or reads any of it
-                if not taken_checks[k] and (_guards(c, need) or _reaches(c, need, seen)):
+                if not taken_checks[k] and (_guards(c, need) or
+                                            _reaches(c, need, seen, stream, floor)):
                     taken_checks[k] = changed = True
-                    _pending_ids(c, need)
+                    floor = _pending_ids(c, need, stream, floor)
     if all(taken) and all(taken_checks):
         _sync(cause, (node,))   # the read needs all pending work: one ordinary sync
         return
@@ -769,9 +781,8 @@ _HOST_VIEW_MAX_DEVICE_BYTES = 16 << 20
 def host_view(n):
     """The value of pending `n` computed on the host when it is a few exact steps from
     materialised data (host_eval: `int(ix[k])`, `i + block_size`): exact, and no executable
-    to compile for every new index; else None (the caller syncs).  A value computed beyond
-    views of data becomes `n`'s data, as a sync would make it: what was read is committed
-    (a later failed sync can't take it back)."""
+    to compile for every new index; else None (the caller syncs).  What was read this way
+    is committed (a later in-place write or failed sync can't take it back: commit_host_read)."""
     if n.op is buckets.UNPAD:      # a bucketed output: its padded buffer, sliced
         v = n.inputs[0].value
         if n.inputs[0].op is not _DATA or not isinstance(v, jax.Array) or v.is_deleted():
@@ -779,16 +790,34 @@ def host_view(n):
         return np.asarray(v)[tuple(slice(0, d) for d in n.shape)]
     if n.device is None or n.device.type == "mesh":
         return None
+    v = _host_read.get(n)
+    if v is not None:
+        return v
     got = host_eval.value(n, _host_leaf)
     if got is None:
         return None
     v, computed = got
     if computed:
-        _rewriting(n)
-        n.op, n.inputs, n.attrs = _DATA, (), ()
-        n.value = jax.device_put(v, n.device.jax_device)
-        n.sig = ir.intern_sig((_DATA, (), n.shape, n.dtype, 0))
+        _host_read[n] = v
     return v
+
+
+# nodes whose value a host read computed on the host (host_view): committed as data only when
+# something would otherwise lose that value — an in-place write rebinding its tensor, or a
+# failed sync — so the index arithmetic of a Python loop (`i + block_size`) costs no transfer
+_host_read: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def commit_host_read(n) -> bool:
+    """Make pending `n` data holding the value a host read computed for it, if one did."""
+    v = _host_read.pop(n, None)
+    if v is None or n.op is _DATA:
+        return False
+    _rewriting(n)
+    n.op, n.inputs, n.attrs = _DATA, (), ()
+    n.value = jax.device_put(v, n.device.jax_device)
+    n.sig = ir.intern_sig((_DATA, (), n.shape, n.dtype, 0))
+    return True
 
 
 def _host_leaf(n):
@@ -1003,6 +1032,8 @@ def _rollback(roots, err, taint=None, undo=None, clear=True, rng=True):
     if clear and undo is None:
         local.undo.clear()
     for r in roots:
+        if r.op is not _DATA and commit_host_read(r):
+            continue                # its value was read: it stands
         if r.op is not _DATA:
             src = _replaced_input(r)
             if _usable(src):

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import weakref
 
-from . import ir, layout as L
+from . import executor, ir, layout as L
 from . import ops as F
 from .runtime import rt
 from .tape import AccumulateGrad, _state
@@ -392,6 +392,8 @@ def _note_undo(t, edge):
     """Remember t's materialised node (weakly: its buffer stays donatable) so a failed sync
     can put it back (executor._rollback)."""
     old = t._node
+    if old.op is not _DATA_OP:
+        executor.commit_host_read(old)      # a value read on the host stays what was read
     if old.op is _DATA_OP:
         rt.local.undo.append((_ref(t), _ref(old), edge))
 

@@ -67,3 +67,53 @@ def test_gpu_check_model_flops_follow_palm_count():
     # GPT-2 small: 123.5M matmul parameters -> 6 N per token, plus 12 L d T per token
     n = 12 * 12 * 768 ** 2 + 50304 * 768
     assert gpu_check.model_flops_per_step(cfg, 8) == 6 * n * 8192 + 12 * 12 * 768 * 1024 * 8192
+
+
+_TINY_PROGRAM = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torchvision import datasets, transforms
+
+data = datasets.MNIST("unused", train=True, download=True,
+                      transform=transforms.Compose([transforms.ToTensor(),
+                                                    transforms.Normalize((0.1,), (0.3,))]))
+loader = torch.utils.data.DataLoader(data, batch_size=32, shuffle=True)
+model = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.ReLU(), nn.Linear(32, 10))
+opt = torch.optim.Adadelta(model.parameters(), lr=1.0)
+sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.7)
+for epoch in range(2):
+    for x, y in loader:
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        loss.item()
+    sched.step()
+'''
+
+
+def test_real_program_runner_times_iterations_under_both_frameworks(tmp_path):
+    """bench/real_runner.py on a small PyTorch program written here (the real ones are read
+    from user checkouts): iterations end at the first optimizer's step (as a bound method,
+    so PyTorch's LR scheduler can wrap it), the torchvision stand-in feeds it, flowlite runs
+    one execution per iteration."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import real_programs
+    script = tmp_path / "tiny.py"
+    script.write_text(_TINY_PROGRAM)
+    env = {"REAL_PROGRAMS_DATASET_SIZE": "320"}
+    rows = {}
+    for fw in ("torch", "flowlite"):
+        rows[fw] = real_programs.run_once(fw, "tiny", str(tmp_path), str(script), [], 0,
+                                          "optimizer", env, sys.executable,
+                                          str(tmp_path / "cache"))
+    for fw, r in rows.items():
+        assert r["error"] is None, (fw, r["error"])
+        assert r["iterations"] == 20, (fw, r)
+        assert r["steady_ms"] > 0 and r["peak_rss_mb"] > 50 and r["first_iter_s"] > 0
+    assert rows["flowlite"]["executions_per_iter"] == 1
+    assert rows["flowlite"]["compiles_after_first_third"] == 0
+    r = real_programs.finish({"torch": rows["torch"], "flowlite_cold": rows["flowlite"],
+                              "flowlite_warm": rows["flowlite"]})
+    assert r["steady_ratio"] == rows["flowlite"]["steady_ms"] / rows["torch"]["steady_ms"]

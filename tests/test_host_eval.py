@@ -240,3 +240,21 @@ def test_tensor_offsets_follow_python_slicing_and_narrow_matches_torch():
     v = x[fl.tensor(1):fl.tensor(3)]                      # still a view of x, as in PyTorch
     v.mul_(0)
     np.testing.assert_array_equal(x.numpy()[1:3], 0)
+
+
+def test_a_value_read_on_the_host_survives_a_failed_sync():
+    ix = fl.tensor([3, 9])
+    fl.sync()
+    t = ix[0] + 5
+    assert int(t) == 8                       # computed on the host, no program
+    t.add_(1)                                # in place on top of what was read
+    huge = fl.zeros(1 << 36) + 1             # 256 GiB: the sync fails before running
+    with pytest.raises(MemoryError):
+        fl.sync()                            # commits nothing ...
+    assert int(t) == 8                       # ... and what was read stands
+    u = ix[1] * 2
+    assert int(u) == 18
+    with pytest.raises(MemoryError):
+        (huge + u).numpy()                   # u is a root of a failed read
+    assert int(u) == 18
+    del huge

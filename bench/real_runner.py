@@ -1,0 +1,110 @@
+"""Child process of bench/real_programs.py: runs one unchanged program and records when each of
+its training iterations ends.
+
+    python bench/real_runner.py OUT.json MARKER MAX_STEPS SCRIPT [ARGS...]
+    python -m flowlite.run bench/real_runner.py OUT.json MARKER MAX_STEPS SCRIPT [ARGS...]
+
+MARKER says what ends an iteration: "optimizer" (the first optimizer the program creates:
+its `step()` returns) or a `torch` function name such as "nn.utils.clip_grad_norm_" (for
+programs that update their parameters by hand).  After MAX_STEPS iterations (0: no limit)
+the program is stopped.  OUT.json gets the wall-clock time (time.time()) at which every
+iteration ended, flowlite's execution/sync/compile counters there (under flowlite), and the
+process's peak RSS.  The torchvision stand-in (bench/standins) is put on the path first, for
+both frameworks.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+import resource
+import runpy
+import sys
+import time
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _Stop(BaseException):
+    """Raised from the marker after MAX_STEPS iterations (BaseException: programs catching
+    Exception don't swallow it)."""
+
+
+def main():
+    out_path, marker, max_steps, script = sys.argv[1], sys.argv[2], int(sys.argv[3]), \
+        sys.argv[4]
+    sys.argv = [script] + sys.argv[5:]
+    sys.path.insert(0, os.path.join(HERE, "standins"))
+    sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+    import torch                                 # flowlite, under python -m flowlite.run
+    flowlite = sys.modules.get("flowlite")
+    rec = {"steps": [], "counters": [], "marker": marker, "error": None,
+           "framework": "flowlite" if flowlite is not None else "torch"}
+
+    def note():
+        rec["steps"].append(time.time())
+        if flowlite is not None:
+            c = flowlite.metrics.counters()
+            rec["counters"].append([c["executions"], c["syncs"], c["compiles"]])
+        if max_steps and len(rec["steps"]) >= max_steps:
+            raise _Stop
+
+    def timed(fn):
+        def wrapper(*a, **k):
+            out = fn(*a, **k)
+            note()
+            return out
+        return wrapper
+
+    if marker == "optimizer":
+        Optimizer = torch.optim.Optimizer
+        init = Optimizer.__init__
+        first = []
+
+        def patched_init(self, *a, **k):
+            init(self, *a, **k)
+            if not first:                 # the first optimizer made times the iterations
+                first.append(self)
+                step = type(self).step
+
+                def timed_step(opt, *a, **k):
+                    out = step(opt, *a, **k)
+                    note()
+                    return out
+                # a bound method, as PyTorch's LR schedulers expect (they wrap step.__func__)
+                self.step = types.MethodType(functools.wraps(step)(timed_step), self)
+        Optimizer.__init__ = patched_init
+    else:
+        owner = torch
+        *path, name = marker.split(".")
+        for p in path:
+            owner = getattr(owner, p)
+        setattr(owner, name, timed(getattr(owner, name)))
+
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except _Stop:
+        pass
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            rec["error"] = f"SystemExit({e.code})"
+    except BaseException as e:        # noqa: BLE001 - reported, not raised
+        rec["error"] = f"{type(e).__name__}: {e}"[:500]
+    finally:
+        if flowlite is not None:
+            try:
+                flowlite.sync()
+            except Exception:         # noqa: BLE001
+                pass
+        rec["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        rec["end"] = time.time()
+        with open(out_path, "w") as f:
+            json.dump(rec, f)
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(0)                       # don't wait for the program's loader threads
+
+
+if __name__ == "__main__":
+    main()
