@@ -28,6 +28,7 @@ _BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "maximum": np.
            "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}
 _UNARY = {"neg": np.negative, "abs": np.abs, "convert": None}
 _VIEWS = frozenset(("slice", "reshape", "transpose", "broadcast_to", "view_read"))
+# (dyn_slice: a slice whose starts are host scalars, ops/indexing._apply_dynamic_plan)
 
 
 class _NotOnHost(Exception):
@@ -79,6 +80,10 @@ def _eval(n, leaf, memo):
             memo[_COMPUTED] = True
         elif name in _VIEWS:
             v = _view(name, a, _eval(n.inputs[0], leaf, memo))
+        elif name == "dyn_slice":       # a window whose offsets are data (host scalars)
+            x = _eval(n.inputs[0], leaf, memo)
+            starts = [int(_eval(i, leaf, memo)) for i in n.inputs[1:]]
+            v = x[tuple(slice(b, b + size) for b, size in zip(starts, a[0]))]
         elif name in _BINARY or name in _UNARY:
             if not _exact(n.dtype) or not all(_exact(i.dtype) for i in n.inputs):
                 raise _NotOnHost

@@ -258,3 +258,21 @@ def test_a_value_read_on_the_host_survives_a_failed_sync():
         (huge + u).numpy()                   # u is a root of a failed read
     assert int(u) == 18
     del huge
+
+
+def test_windows_of_a_data_tensor_at_python_int_offsets_compile_once():
+    """word_language_model's get_batch: `source[i:i + bptt]` with i from range(): the
+    window's offset is data once it is nonzero (the first window, at 0, is its own program)."""
+    source = fl.from_numpy(np.arange(2000).reshape(200, 10))
+    ref = np.arange(2000).reshape(200, 10)
+    fl.sync()
+    compiles = []
+    for i in range(0, 160, 35):           # (full windows: a shorter last one is a new shape)
+        c0 = fl.metrics.counters()["compiles"]
+        data, target = source[i:i + 35], source[i + 1:i + 36].reshape(-1)
+        got = (data * 2).sum(1).numpy(), target.numpy()
+        np.testing.assert_array_equal(got[0], ref[i:i + 35].sum(1) * 2)
+        np.testing.assert_array_equal(got[1], ref[i + 1:i + 36].reshape(-1))
+        compiles.append(fl.metrics.counters()["compiles"] - c0)
+    assert compiles[1] <= 1 and compiles[2:] == [0] * (len(compiles) - 2), compiles
+    assert int(source[57, 3]) == 573 and int(source[120][9]) == 1209   # still read on the host

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes as D
 from .. import primitives as P
-from ..ir import scalar_node as _scalar_node
+from ..ir import DATA as _DATA, scalar_node as _scalar_node
 from ..checks import index_in_range
 from ..tensor import Tensor, apply, tensor, from_numpy, _norm_dim
 from ._core import (_scalar, _take_along_prim, as_tensor, broadcast_shapes, broadcast_to, to_dtype)
@@ -147,6 +147,24 @@ def _tensor_bounds(idx) -> bool:
     return False
 
 
+def _data_window(x, plan) -> bool:
+    """A window into materialised data that needs no gradient — a batch of a dataset tensor
+    (`source[i:i + bptt]`, `data[i]` in a loop over Python ints): at most half of a dimension
+    taken, at a nonzero offset.  Its offsets change from call to call, so they are data, not
+    program.  (Windows at 0 stay static slices: a length family — `mask[:T, :T]` as T grows —
+    is bucketed, buckets.py, and the first window of a loop costs one more program.)"""
+    n = x._node
+    if n.op is not _DATA or x.requires_grad:
+        return False
+    starts, stops, steps = plan[0]
+    for b, e, k, size in zip(starts, stops, steps, n.shape):
+        if k != 1:
+            return False
+        if b > 0 and 2 * (e - b) <= size:
+            return True
+    return False
+
+
 def _apply_dynamic_plan(x, plan):
     """_apply_basic_plan with the slice's starts as data: the offsets come from tensors and
     change from call to call, so they enter the program as inputs (one program for every
@@ -206,11 +224,13 @@ def getitem_plan(x, idx):
         if plan is None:
             spec, _, _ = _parse_index(x, idx)
             plan = _basic_cache[ck] = _basic_plan(x._node.shape, spec)
+        if plan[0] is not None and _data_window(x, plan):
+            return _apply_dynamic_plan(x, plan), plan
         return _apply_basic_plan(x, plan), plan
     spec, tensors, basic = _parse_index(x, idx)
     if basic:
         plan = _basic_plan(x._node.shape, spec)
-        if _tensor_bounds(idx):
+        if plan[0] is not None and (_tensor_bounds(idx) or _data_window(x, plan)):
             return _apply_dynamic_plan(x, plan), plan
         return _apply_basic_plan(x, plan), plan
     split = _split_int_indices(x, spec)
