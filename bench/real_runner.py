@@ -7,9 +7,10 @@ its training iterations ends.
 MARKER says what ends an iteration: "optimizer" (the first optimizer the program creates:
 its `step()` returns) or a `torch` function name such as "nn.utils.clip_grad_norm_" (for
 programs that update their parameters by hand).  After MAX_STEPS iterations (0: no limit)
-the program is stopped.  OUT.json gets the wall-clock time (time.time()) at which every
-iteration ended, flowlite's execution/sync/compile counters there (under flowlite), and the
-process's peak RSS.  The torchvision stand-in (bench/standins) is put on the path first, for
+the program is stopped, and under flowlite the work it dispatched is waited for: `end` is
+when the last iteration really finished (flowlite's steps return before their program runs).
+OUT.json gets the wall-clock time (time.time()) at which every iteration ended, flowlite's
+execution/sync/compile counters there (under flowlite), and the process's peak RSS.  The torchvision stand-in (bench/standins) is put on the path first, for
 both frameworks.
 """
 from __future__ import annotations
@@ -85,16 +86,19 @@ def main():
     try:
         runpy.run_path(script, run_name="__main__")
     except _Stop:
-        pass
+        rec["stopped"] = True
     except SystemExit as e:
         if e.code not in (None, 0):
             rec["error"] = f"SystemExit({e.code})"
     except BaseException as e:        # noqa: BLE001 - reported, not raised
         rec["error"] = f"{type(e).__name__}: {e}"[:500]
     finally:
-        if flowlite is not None:
+        if flowlite is not None:      # the steps dispatched but not yet run finish first
             try:
                 flowlite.sync()
+                import jax
+                for a in jax.live_arrays():
+                    a.block_until_ready()
             except Exception:         # noqa: BLE001
                 pass
         rec["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
