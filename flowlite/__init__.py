@@ -22,29 +22,12 @@ from . import ops as _ops
 from . import tensor_methods as _tensor_methods  # noqa: F401
 from .tensor_methods import isclose, allclose, equal, diag, LEGACY_TYPES as _LEGACY
 globals().update(_LEGACY)    # FloatTensor, LongTensor, ...: torch's legacy constructors
-from .ops import take, index_fill, index_copy
-from .ops import (
-    zeros, ones, full, empty, zeros_like, ones_like, full_like, empty_like, arange, linspace,
-    eye, cat, concat, stack, where, einsum, matmul, bmm, mm, maximum, minimum, clamp, clip,
-    split, chunk, unbind, flip, tril, triu, broadcast_shapes, broadcast_to, gather, scatter,
-    scatter_add, index_select, masked_fill, take_along_dim, one_hot, nonzero, as_tensor, outer,
-    dot, abs, neg, sign, floor, ceil, round, trunc, square, reciprocal, relu, pow, remainder,
-    fmod, atan2, sum, mean, prod, amax, amin, max, min, argmax, argmin, var, std, logsumexp,
-    cumsum, cumprod, norm, all, any, reshape, flatten, unflatten, squeeze, unsqueeze, permute,
-    transpose, narrow, softmax, log_softmax, isfinite, isnan, isinf, logical_and, logical_or,
-    logical_xor, logical_not, eq, ne, lt, le, gt, ge, add, sub, mul, div, floor_divide)
+# every op declared `top` (@torch_op in flowlite/ops): flowlite.zeros, flowlite.exp, ...
+globals().update({_n: _e.fn for _n, _e in _ops.OPS.items() if _e.top})
 from .views import (  # PyTorch's view ops: their results alias the input (flowlite.views)
     reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose, swapaxes, swapdims,
     movedim, moveaxis, t, narrow, select, split, chunk, unbind, broadcast_to, diagonal,
     as_strided)
-from .ops import (  # ordering, scans, rearranging, more math
-    sort, argsort, msort, topk, kthvalue, median, nanmedian, mode, unique, searchsorted,
-    bucketize, cummax, cummin, logcumsumexp, var_mean, std_mean, lerp, roll,
-    repeat_interleave, meshgrid, bitwise_left_shift, bitwise_right_shift)
-from .ops import FLOAT_ALIASES as _FLOAT_ALIASES
-from .ops import FLOAT_UNARY as _FLOAT_UNARY
-globals().update({_n: getattr(_ops, _n) for _n in _FLOAT_UNARY})   # fl.exp, fl.tanh, ...
-globals().update({_n: getattr(_ops, _n) for _n in _FLOAT_ALIASES})  # fl.arcsin, ...
 from .random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm, rand_like,
                      randn_like, get_rng_state, set_rng_state, multinomial)
 from .tape import no_grad, enable_grad, set_grad_enabled, is_grad_enabled

@@ -320,16 +320,13 @@ def _lowest(dt, low):
     return info.min if low else info.max
 
 
-_ELEMENTWISE = ir.ELEMENTWISE
-
-
-def _r_elementwise(ctx, op, a, shape, ins, vals):
+def rule_elementwise(ctx, op, a, shape, ins, vals):
     if _syms(a):
         raise Unsupported(op.name)
     return op.lower(a, *vals)
 
 
-def _r_reduce(fill_low):
+def rule_reduce(fill_low):
     def rule(ctx, op, a, shape, ins, vals):
         axes, x = a[0], vals[0]
         if _syms(a):
@@ -345,7 +342,7 @@ def _r_reduce(fill_low):
     return rule
 
 
-def _r_softmax(ctx, op, a, shape, ins, vals):
+def rule_softmax(ctx, op, a, shape, ins, vals):
     if _syms(a):
         raise Unsupported(op.name)
     xs = ins[0]
@@ -353,7 +350,7 @@ def _r_softmax(ctx, op, a, shape, ins, vals):
     return op.lower(a, x)
 
 
-def _r_last_static(k_of):
+def rule_last_static(k_of):
     """linear / layer_norm: the trailing k axes are contracted or normalised: static only."""
     def rule(ctx, op, a, shape, ins, vals):
         k = k_of(a)
@@ -363,7 +360,7 @@ def _r_last_static(k_of):
     return rule
 
 
-def _r_matmul(ctx, op, a, shape, ins, vals):
+def rule_matmul(ctx, op, a, shape, ins, vals):
     xs, ys = ins
     if len(xs) < 2 or len(ys) < 2:
         if any(_syms(s) for s in ins):
@@ -392,7 +389,7 @@ def _einsum_letters(spec, ndims):
     return res, out.replace("...", ell)
 
 
-def _r_einsum(ctx, op, a, shape, ins, vals):
+def rule_einsum(ctx, op, a, shape, ins, vals):
     if _syms(a):
         raise Unsupported(op.name)
     subs, out = _einsum_letters(a[0], [len(s) for s in ins])
@@ -404,7 +401,7 @@ def _r_einsum(ctx, op, a, shape, ins, vals):
     return op.lower(a, *vals)
 
 
-def _r_reshape(ctx, op, a, shape, ins, vals):
+def rule_reshape(ctx, op, a, shape, ins, vals):
     # lengths must map one to one, with equal static products between them
     xs, ys = ins[0], a[0]
     sx = [d for d in xs if isinstance(d, Sym)]
@@ -426,17 +423,17 @@ def _r_reshape(ctx, op, a, shape, ins, vals):
     return jnp.reshape(vals[0], ctx.phys(ys))
 
 
-def _r_broadcast_to(ctx, op, a, shape, ins, vals):
+def rule_broadcast_to(ctx, op, a, shape, ins, vals):
     return jnp.broadcast_to(vals[0], ctx.phys(a[0]))
 
 
-def _r_transpose(ctx, op, a, shape, ins, vals):
+def rule_transpose(ctx, op, a, shape, ins, vals):
     if _syms(a):
         raise Unsupported(op.name)
     return op.lower(a, *vals)
 
 
-def _r_slice(ctx, op, a, shape, ins, vals):
+def rule_slice(ctx, op, a, shape, ins, vals):
     starts, stops, steps = a
     xs = ins[0]
     if not any(isinstance(d, Sym) for d in starts + stops + xs):
@@ -463,7 +460,7 @@ def _r_slice(ctx, op, a, shape, ins, vals):
     return lax.dynamic_slice(vals[0], [jnp.asarray(v, jnp.int32) for v in st_vals], sizes)
 
 
-def _r_concatenate(ctx, op, a, shape, ins, vals):
+def rule_concatenate(ctx, op, a, shape, ins, vals):
     axis = a[0]
     if not isinstance(shape[axis], Sym) and not any(isinstance(s[axis], Sym) for s in ins):
         return op.lower(a, *vals)
@@ -478,7 +475,7 @@ def _r_concatenate(ctx, op, a, shape, ins, vals):
     return out
 
 
-def _r_index(ctx, op, a, shape, ins, vals):
+def rule_index(ctx, op, a, shape, ins, vals):
     spec = a[0]
     xs = ins[0]
     x, tensors = vals[0], list(vals[1:])
@@ -519,7 +516,7 @@ def _r_index(ctx, op, a, shape, ins, vals):
     return x[tuple(out)]
 
 
-def _r_arange(ctx, op, a, shape, ins, vals):
+def rule_arange(ctx, op, a, shape, ins, vals):
     start, end, step, n, d = a
     if isinstance(start, Sym) or isinstance(step, Sym) or not isinstance(n, Sym):
         if _syms(a):
@@ -531,19 +528,19 @@ def _r_arange(ctx, op, a, shape, ins, vals):
     return (start + step * jnp.arange(m, dtype=d.np)).astype(d.np)
 
 
-def _r_full(ctx, op, a, shape, ins, vals):
+def rule_full(ctx, op, a, shape, ins, vals):
     if _syms(a[1:]):
         raise Unsupported(op.name)
     return op.lower((ctx.phys(a[0]),) + tuple(a[1:]), *vals)
 
 
-def _r_tri(ctx, op, a, shape, ins, vals):
+def rule_tri(ctx, op, a, shape, ins, vals):
     if _syms(a):
         raise Unsupported(op.name)
     return op.lower(a, *vals)
 
 
-def _r_check_range(ctx, op, a, shape, ins, vals):
+def rule_check_range(ctx, op, a, shape, ins, vals):
     lo, hi, ignore, dt = a
     lo, hi = ctx.val(lo), ctx.val(hi)
     out = dt.np
@@ -562,7 +559,7 @@ def _r_check_range(ctx, op, a, shape, ins, vals):
     return jnp.stack([bad.astype(out), jnp.where(over, mx, mn).astype(out)])
 
 
-def _r_check_nonzero(ctx, op, a, shape, ins, vals):
+def rule_check_nonzero(ctx, op, a, shape, ins, vals):
     out = a[0].np
     y = vals[0]
     if y.size == 0:
@@ -572,17 +569,6 @@ def _r_check_nonzero(ctx, op, a, shape, ins, vals):
     return jnp.stack([jnp.any(bad).astype(out), jnp.zeros((), out)])
 
 
-_RULES = {name: _r_elementwise for name in _ELEMENTWISE}
-_RULES.update({
-    "sum": _r_reduce(None), "amax": _r_reduce(True), "amin": _r_reduce(False),
-    "softmax": _r_softmax, "log_softmax": _r_softmax,
-    "linear": _r_last_static(lambda a: 1), "layer_norm": _r_last_static(lambda a: a[0]),
-    "matmul": _r_matmul, "einsum": _r_einsum, "reshape": _r_reshape,
-    "broadcast_to": _r_broadcast_to, "transpose": _r_transpose, "slice": _r_slice,
-    "concatenate": _r_concatenate, "index": _r_index, "arange": _r_arange, "full": _r_full,
-    "tril": _r_tri, "triu": _r_tri, "check_range": _r_check_range,
-    "check_nonzero": _r_check_nonzero,
-})
 
 
 def padded_shape(shape):
@@ -664,7 +650,7 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs):
         anysym = _syms(shape) or _syms(attrs) or any(_syms(s) for s in in_shapes)
         rule = None
         if anysym:
-            rule = _RULES.get(op.name)
+            rule = op.bucket or (rule_elementwise if op.elementwise else None)
             if rule is None:
                 raise Unsupported(op.name)
         program.append((op, attrs, shape, in_shapes, rule, ins, j,

@@ -20,7 +20,7 @@ import weakref
 import jax
 import jax.numpy as jnp
 
-from . import dtypes as D
+from . import buckets as B, dtypes as D
 from .ir import Prim
 from .metrics import user_site
 from .runtime import rt
@@ -124,8 +124,9 @@ def _nonzero_lower(a, y):
     return jnp.stack([jnp.any(y == 0).astype(out), jnp.zeros((), out)])
 
 
-range_check = Prim("check_range", _range_lower, nondiff=True)
-nonzero_check = Prim("check_nonzero", _nonzero_lower, nondiff=True)
+range_check = Prim("check_range", _range_lower, nondiff=True, bucket=B.rule_check_range)
+nonzero_check = Prim("check_nonzero", _nonzero_lower, nondiff=True,
+                     bucket=B.rule_check_nonzero)
 
 
 def _register(prim, t, attrs, check):

@@ -58,7 +58,8 @@ __all__ = ["Tensor", "Size", "ops", "prims", "random", "dtypes", "scan", "no_gra
 _DATA = _ir.DATA
 
 
-def primitive(name, lower, vjp=None, *, multi=False, nondiff=False, inplace=None) -> Prim:
+def primitive(name, lower, vjp=None, *, multi=False, nondiff=False, inplace=None,
+              elementwise=False) -> Prim:
     """A new primitive.
 
     lower(attrs, *jax_values) -> jax value (a tuple when `multi`): runs only while an
@@ -66,11 +67,14 @@ def primitive(name, lower, vjp=None, *, multi=False, nondiff=False, inplace=None
     vjp(attrs, inputs, output, cotangent) -> one cotangent Tensor (or None) per input,
         written in flowlite ops; None with `nondiff=True` for non-differentiable ops;
     inplace(attrs, j) -> index of the input that output j replaces (its donated buffer is
-        reused), for update-style primitives.
+        reused), for update-style primitives;
+    elementwise: each output element depends on the same element of each input only (XLA
+        fuses it with its neighbours; length buckets pad it freely).
     Record it with `record(prim, inputs, attrs)`; attrs must be hashable (they are part of
     the graph key, so changing them recompiles: pass changing values as tensors).
     """
-    return Prim(name, lower, vjp, multi=multi, nondiff=nondiff, inplace=inplace)
+    return Prim(name, lower, vjp, multi=multi, nondiff=nondiff, inplace=inplace,
+                elementwise=elementwise)
 
 
 def is_pending(t: Tensor) -> bool:

@@ -49,9 +49,11 @@ class Prim:
         None); inputs/output are the saved values as Tensors, cotangent a Tensor (a list
         with one entry per output, None for zero, for multi-output prims)
     """
-    __slots__ = ("name", "lower", "vjp", "multi", "nondiff", "inplace", "__weakref__")
+    __slots__ = ("name", "lower", "vjp", "multi", "nondiff", "inplace", "elementwise", "bucket",
+                 "__weakref__")
 
-    def __init__(self, name, lower, vjp=None, multi=False, nondiff=False, inplace=None):
+    def __init__(self, name, lower, vjp=None, multi=False, nondiff=False, inplace=None,
+                 elementwise=False, bucket=None):
         self.name = name
         self.lower = lower
         self.vjp = vjp
@@ -61,19 +63,18 @@ class Prim:
         # new parameter replaces the old one): the executor gives that output the input's
         # donated buffer, so XLA updates it in place instead of copying
         self.inplace = inplace
+        # elementwise: each output element is computed from the same element of the inputs
+        # only -- the ops XLA fuses into one loop (lowering bounds their chains; buckets pads
+        # them freely)
+        self.elementwise = elementwise
+        # bucket(ctx, op, attrs, shape, in_shapes, values) -> jax value: how to run this
+        # primitive on operands padded along a length (flowlite.buckets); None: no padded
+        # form (an elementwise primitive gets buckets' elementwise rule)
+        self.bucket = bucket
 
     def __repr__(self):
         return f"<prim {self.name}>"
 
-
-# Primitives computing each output element from the same element of their inputs only: the
-# ops XLA fuses into one loop (buckets pads them freely; lowering bounds their chains).
-ELEMENTWISE = frozenset((
-    "abs acos acosh add and asin asinh atan atan2 atanh ceil convert cos cosh div eq erf exp "
-    "exp2 expm1 floor floor_divide fmod ge gt integer_pow isfinite isinf isnan le log log1p "
-    "log2 logical_not lt maximum minimum mul ne neg or pow relu remainder round rsqrt "
-    "shift_left shift_right sigmoid sign sin sinh sqrt stop_gradient sub tan tanh trunc where "
-    "xor").split())
 
 
 class Node:

@@ -21,7 +21,6 @@ from jax.sharding import SingleDeviceSharding
 
 from . import fusion, matmul_precision
 from .device import platform_of
-from .ir import ELEMENTWISE
 
 
 class Executable:
@@ -189,7 +188,7 @@ def _fusion_breaks(order):
     depth = {}
     breaks = set()
     for n in order:
-        if n.op.name not in ELEMENTWISE:
+        if not n.op.elementwise:
             continue
         d = 1 + max((depth.get(id(i), 0) for i in n.inputs), default=0)
         if d >= _BREAK_DEPTH and n.dtype.is_floating_point and all(n.shape):

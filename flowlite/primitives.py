@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from . import fusion, layout
+from . import buckets as B, fusion, layout
 from .ir import Prim
 from .matmul_precision import for_operands as _precision
 from .linspace_values import linspace_values
@@ -50,39 +50,49 @@ def nondiff(name, lower, **kw) -> Prim:
     return prim(name, lower, None, nondiff=True, **kw)
 
 
+def pointwise(name, lower, vjp=None, **kw) -> Prim:
+    """An elementwise primitive (Prim.elementwise): fused by XLA, padded freely by buckets."""
+    return prim(name, lower, vjp, elementwise=True, **kw)
+
+
+def pointwise_nondiff(name, lower, **kw) -> Prim:
+    return nondiff(name, lower, elementwise=True, **kw)
+
+
 def _st(g, x):
     """Sum a broadcast cotangent back to x's shape."""
     return F.sum_to(g, x.shape)
 
 
 # ---- elementwise unary -----------------------------------------------------------------
-neg = prim("neg", lambda a, x: -x, lambda a, i, o, g: (-g,))
-abs_ = prim("abs", lambda a, x: jnp.abs(x), lambda a, i, o, g: (g * F.sign(i[0]),))
-sign = prim("sign", lambda a, x: jnp.sign(x), lambda a, i, o, g: (None,))
-exp = prim("exp", lambda a, x: jnp.exp(x), lambda a, i, o, g: (g * o,))
-log = prim("log", lambda a, x: jnp.log(x), lambda a, i, o, g: (g / i[0],))
-log1p = prim("log1p", lambda a, x: jnp.log1p(x), lambda a, i, o, g: (g / (i[0] + 1),))
-expm1 = prim("expm1", lambda a, x: jnp.expm1(x), lambda a, i, o, g: (g * (o + 1),))
-sqrt = prim("sqrt", lambda a, x: jnp.sqrt(x), lambda a, i, o, g: (g * 0.5 / o,))
-rsqrt = prim("rsqrt", lambda a, x: lax.rsqrt(x), lambda a, i, o, g: (g * -0.5 * o / i[0],))
-sin = prim("sin", lambda a, x: jnp.sin(x), lambda a, i, o, g: (g * F.cos(i[0]),))
-cos = prim("cos", lambda a, x: jnp.cos(x), lambda a, i, o, g: (-(g * F.sin(i[0])),))
-tan = prim("tan", lambda a, x: jnp.tan(x), lambda a, i, o, g: (g * (1 + o * o),))
-tanh = prim("tanh", lambda a, x: jnp.tanh(x), lambda a, i, o, g: (g * (1 - o * o),))
-sigmoid = prim("sigmoid", lambda a, x: jax.nn.sigmoid(x), lambda a, i, o, g: (g * o * (1 - o),))
+neg = pointwise("neg", lambda a, x: -x, lambda a, i, o, g: (-g,))
+abs_ = pointwise("abs", lambda a, x: jnp.abs(x), lambda a, i, o, g: (g * F.sign(i[0]),))
+sign = pointwise("sign", lambda a, x: jnp.sign(x), lambda a, i, o, g: (None,))
+exp = pointwise("exp", lambda a, x: jnp.exp(x), lambda a, i, o, g: (g * o,))
+log = pointwise("log", lambda a, x: jnp.log(x), lambda a, i, o, g: (g / i[0],))
+log1p = pointwise("log1p", lambda a, x: jnp.log1p(x), lambda a, i, o, g: (g / (i[0] + 1),))
+expm1 = pointwise("expm1", lambda a, x: jnp.expm1(x), lambda a, i, o, g: (g * (o + 1),))
+sqrt = pointwise("sqrt", lambda a, x: jnp.sqrt(x), lambda a, i, o, g: (g * 0.5 / o,))
+rsqrt = pointwise("rsqrt", lambda a, x: lax.rsqrt(x), lambda a, i, o, g: (g * -0.5 * o / i[0],))
+sin = pointwise("sin", lambda a, x: jnp.sin(x), lambda a, i, o, g: (g * F.cos(i[0]),))
+cos = pointwise("cos", lambda a, x: jnp.cos(x), lambda a, i, o, g: (-(g * F.sin(i[0])),))
+tan = pointwise("tan", lambda a, x: jnp.tan(x), lambda a, i, o, g: (g * (1 + o * o),))
+tanh = pointwise("tanh", lambda a, x: jnp.tanh(x), lambda a, i, o, g: (g * (1 - o * o),))
+sigmoid = pointwise("sigmoid", lambda a, x: jax.nn.sigmoid(x),
+                    lambda a, i, o, g: (g * o * (1 - o),))
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-erf = prim("erf", lambda a, x: lax.erf(x),
-           lambda a, i, o, g: (g * _TWO_OVER_SQRT_PI * F.exp(-(i[0] * i[0])),))
-floor = prim("floor", lambda a, x: jnp.floor(x), lambda a, i, o, g: (None,))
-ceil = prim("ceil", lambda a, x: jnp.ceil(x), lambda a, i, o, g: (None,))
-round_ = prim("round", lambda a, x: jnp.round(x, a[0]), lambda a, i, o, g: (None,))
-relu = prim("relu", lambda a, x: jnp.maximum(x, jnp.zeros((), x.dtype)),
-            lambda a, i, o, g: (g * (i[0] > 0).to(g.dtype),))
-logical_not = nondiff("logical_not", lambda a, x: jnp.logical_not(x) if x.dtype == bool
-                      else jnp.invert(x))
-isfinite = nondiff("isfinite", lambda a, x: jnp.isfinite(x))
-isnan = nondiff("isnan", lambda a, x: jnp.isnan(x))
-isinf = nondiff("isinf", lambda a, x: jnp.isinf(x))
+erf = pointwise("erf", lambda a, x: lax.erf(x),
+                lambda a, i, o, g: (g * _TWO_OVER_SQRT_PI * F.exp(-(i[0] * i[0])),))
+floor = pointwise("floor", lambda a, x: jnp.floor(x), lambda a, i, o, g: (None,))
+ceil = pointwise("ceil", lambda a, x: jnp.ceil(x), lambda a, i, o, g: (None,))
+round_ = pointwise("round", lambda a, x: jnp.round(x, a[0]), lambda a, i, o, g: (None,))
+relu = pointwise("relu", lambda a, x: jnp.maximum(x, jnp.zeros((), x.dtype)),
+                 lambda a, i, o, g: (g * (i[0] > 0).to(g.dtype),))
+logical_not = pointwise_nondiff("logical_not", lambda a, x: jnp.logical_not(x) if x.dtype == bool
+                                else jnp.invert(x))
+isfinite = pointwise_nondiff("isfinite", lambda a, x: jnp.isfinite(x))
+isnan = pointwise_nondiff("isnan", lambda a, x: jnp.isnan(x))
+isinf = pointwise_nondiff("isinf", lambda a, x: jnp.isinf(x))
 
 
 def _convert_vjp(a, i, o, g):
@@ -109,15 +119,15 @@ def _convert_lower(a, x):
     return x.astype(d)
 
 
-convert = prim("convert", _convert_lower, _convert_vjp)
+convert = pointwise("convert", _convert_lower, _convert_vjp)
 
 # ---- elementwise binary (inputs already share a dtype; jnp broadcasts) ---------------------
-add = prim("add", lambda a, x, y: x + y, lambda a, i, o, g: (_st(g, i[0]), _st(g, i[1])))
-sub = prim("sub", lambda a, x, y: x - y, lambda a, i, o, g: (_st(g, i[0]), _st(-g, i[1])))
-mul = prim("mul", lambda a, x, y: x * y,
-           lambda a, i, o, g: (_st(g * i[1], i[0]), _st(g * i[0], i[1])))
-div = prim("div", lambda a, x, y: x / y,
-           lambda a, i, o, g: (_st(g / i[1], i[0]), _st(-(g * o) / i[1], i[1])))
+add = pointwise("add", lambda a, x, y: x + y, lambda a, i, o, g: (_st(g, i[0]), _st(g, i[1])))
+sub = pointwise("sub", lambda a, x, y: x - y, lambda a, i, o, g: (_st(g, i[0]), _st(-g, i[1])))
+mul = pointwise("mul", lambda a, x, y: x * y,
+                lambda a, i, o, g: (_st(g * i[1], i[0]), _st(g * i[0], i[1])))
+div = pointwise("div", lambda a, x, y: x / y,
+                lambda a, i, o, g: (_st(g / i[1], i[0]), _st(-(g * o) / i[1], i[1])))
 
 
 def _pow_vjp(a, i, o, g):
@@ -127,7 +137,7 @@ def _pow_vjp(a, i, o, g):
     return _st(gx, x), _st(gy, y)
 
 
-pow_ = prim("pow", lambda a, x, y: jnp.power(x, y), _pow_vjp)
+pow_ = pointwise("pow", lambda a, x, y: jnp.power(x, y), _pow_vjp)
 
 
 def _ipow_vjp(a, i, o, g):
@@ -141,7 +151,7 @@ def _ipow_vjp(a, i, o, g):
     return (g * (F.integer_pow(i[0], n - 1) * n),)
 
 
-integer_pow = prim("integer_pow", lambda a, x: lax.integer_pow(x, a[0]), _ipow_vjp)
+integer_pow = pointwise("integer_pow", lambda a, x: lax.integer_pow(x, a[0]), _ipow_vjp)
 
 
 def _minmax_vjp(pick):
@@ -153,15 +163,16 @@ def _minmax_vjp(pick):
     return vjp
 
 
-maximum = prim("maximum", lambda a, x, y: jnp.maximum(x, y), _minmax_vjp(lambda x, y: x > y))
-minimum = prim("minimum", lambda a, x, y: jnp.minimum(x, y), _minmax_vjp(lambda x, y: x < y))
-floor_divide = prim("floor_divide", lambda a, x, y: jnp.floor_divide(x, y),
-                    lambda a, i, o, g: (None, None))
-remainder = prim("remainder", lambda a, x, y: jnp.remainder(x, y),
-                 lambda a, i, o, g: (_st(g, i[0]), _st(-g * F.floor_divide(i[0], i[1]), i[1])))
-fmod = prim("fmod", lambda a, x, y: jnp.fmod(x, y),
-            lambda a, i, o, g: (_st(g, i[0]), _st(-g * F.trunc(i[0] / i[1]), i[1])))
-trunc = prim("trunc", lambda a, x: jnp.trunc(x), lambda a, i, o, g: (None,))
+maximum = pointwise("maximum", lambda a, x, y: jnp.maximum(x, y), _minmax_vjp(lambda x, y: x > y))
+minimum = pointwise("minimum", lambda a, x, y: jnp.minimum(x, y), _minmax_vjp(lambda x, y: x < y))
+floor_divide = pointwise("floor_divide", lambda a, x, y: jnp.floor_divide(x, y),
+                         lambda a, i, o, g: (None, None))
+remainder = pointwise("remainder", lambda a, x, y: jnp.remainder(x, y),
+                      lambda a, i, o, g: (_st(g, i[0]),
+                                          _st(-g * F.floor_divide(i[0], i[1]), i[1])))
+fmod = pointwise("fmod", lambda a, x, y: jnp.fmod(x, y),
+                 lambda a, i, o, g: (_st(g, i[0]), _st(-g * F.trunc(i[0] / i[1]), i[1])))
+trunc = pointwise("trunc", lambda a, x: jnp.trunc(x), lambda a, i, o, g: (None,))
 
 
 def _atan2_vjp(a, i, o, g):
@@ -171,16 +182,16 @@ def _atan2_vjp(a, i, o, g):
     return _st(g * y / r2, x), _st(-g * x / r2, y)
 
 
-atan2 = prim("atan2", lambda a, x, y: jnp.arctan2(x, y), _atan2_vjp)
-eq = nondiff("eq", lambda a, x, y: x == y)
-ne = nondiff("ne", lambda a, x, y: x != y)
-lt = nondiff("lt", lambda a, x, y: x < y)
-le = nondiff("le", lambda a, x, y: x <= y)
-gt = nondiff("gt", lambda a, x, y: x > y)
-ge = nondiff("ge", lambda a, x, y: x >= y)
-bit_and = nondiff("and", lambda a, x, y: x & y)
-bit_or = nondiff("or", lambda a, x, y: x | y)
-bit_xor = nondiff("xor", lambda a, x, y: x ^ y)
+atan2 = pointwise("atan2", lambda a, x, y: jnp.arctan2(x, y), _atan2_vjp)
+eq = pointwise_nondiff("eq", lambda a, x, y: x == y)
+ne = pointwise_nondiff("ne", lambda a, x, y: x != y)
+lt = pointwise_nondiff("lt", lambda a, x, y: x < y)
+le = pointwise_nondiff("le", lambda a, x, y: x <= y)
+gt = pointwise_nondiff("gt", lambda a, x, y: x > y)
+ge = pointwise_nondiff("ge", lambda a, x, y: x >= y)
+bit_and = pointwise_nondiff("and", lambda a, x, y: x & y)
+bit_or = pointwise_nondiff("or", lambda a, x, y: x | y)
+bit_xor = pointwise_nondiff("xor", lambda a, x, y: x ^ y)
 
 
 def _where_vjp(a, i, o, g):
@@ -189,7 +200,7 @@ def _where_vjp(a, i, o, g):
     return None, _st(F.where(c, g, z), x), _st(F.where(c, z, g), y)
 
 
-where = prim("where", lambda a, c, x, y: jnp.where(c, x, y), _where_vjp)
+where = pointwise("where", lambda a, c, x, y: jnp.where(c, x, y), _where_vjp)
 
 # ---- reductions (attrs: axes, keepdims) -----------------------------------------------------
 
@@ -206,7 +217,7 @@ def _expand_back(g, a, x):
 
 
 reduce_sum = prim("sum", lambda a, x: jnp.sum(x, axis=a[0], keepdims=a[1]),
-                  lambda a, i, o, g: (_expand_back(g, a, i[0]),))
+                  lambda a, i, o, g: (_expand_back(g, a, i[0]),), bucket=B.rule_reduce(None))
 
 
 def _extreme_vjp(a, i, o, g):
@@ -217,8 +228,10 @@ def _extreme_vjp(a, i, o, g):
     return (_expand_back(g, a, x) * mask / count,)
 
 
-reduce_max = prim("amax", lambda a, x: jnp.max(x, axis=a[0], keepdims=a[1]), _extreme_vjp)
-reduce_min = prim("amin", lambda a, x: jnp.min(x, axis=a[0], keepdims=a[1]), _extreme_vjp)
+reduce_max = prim("amax", lambda a, x: jnp.max(x, axis=a[0], keepdims=a[1]), _extreme_vjp,
+                  bucket=B.rule_reduce(True))
+reduce_min = prim("amin", lambda a, x: jnp.min(x, axis=a[0], keepdims=a[1]), _extreme_vjp,
+                  bucket=B.rule_reduce(False))
 
 
 def _prod_vjp(a, i, o, g):
@@ -271,9 +284,9 @@ cummax = nondiff("cummax", lambda a, x: lax.cummax(x, axis=a[0]))
 
 # ---- shape -----------------------------------------------------------------------------------
 reshape = prim("reshape", lambda a, x: jnp.reshape(x, a[0]),
-               lambda a, i, o, g: (F.reshape(g, i[0].shape),))
+               lambda a, i, o, g: (F.reshape(g, i[0].shape),), bucket=B.rule_reshape)
 broadcast_to = prim("broadcast_to", lambda a, x: jnp.broadcast_to(x, a[0]),
-                    lambda a, i, o, g: (F.sum_to(g, i[0].shape),))
+                    lambda a, i, o, g: (F.sum_to(g, i[0].shape),), bucket=B.rule_broadcast_to)
 
 
 def _inverse_perm(p):
@@ -284,7 +297,7 @@ def _inverse_perm(p):
 
 
 transpose = prim("transpose", lambda a, x: jnp.transpose(x, a[0]),
-                 lambda a, i, o, g: (F.permute(g, _inverse_perm(a[0])),))
+                 lambda a, i, o, g: (F.permute(g, _inverse_perm(a[0])),), bucket=B.rule_transpose)
 
 
 def _slice_vjp(a, i, o, g):
@@ -301,7 +314,8 @@ def _slice_vjp(a, i, o, g):
     return (F._pad_prim(g, tuple(lo), tuple(hi), tuple(interior), 0),)
 
 
-slice_ = prim("slice", lambda a, x: lax.slice(x, a[0], a[1], a[2]), _slice_vjp)
+slice_ = prim("slice", lambda a, x: lax.slice(x, a[0], a[1], a[2]), _slice_vjp,
+              bucket=B.rule_slice)
 
 
 # a slice whose start is data (host scalars): `data[i:i + block_size]` with `i` read from a
@@ -406,10 +420,13 @@ def _concat_vjp(a, i, o, g):
     return tuple(out)
 
 
-concatenate = prim("concatenate", lambda a, *xs: jnp.concatenate(xs, axis=a[0]), _concat_vjp)
+concatenate = prim("concatenate", lambda a, *xs: jnp.concatenate(xs, axis=a[0]), _concat_vjp,
+                   bucket=B.rule_concatenate)
 rev = prim("rev", lambda a, x: lax.rev(x, a[0]), lambda a, i, o, g: (F._rev_prim(g, a[0]),))
-tril = prim("tril", lambda a, x: jnp.tril(x, a[0]), lambda a, i, o, g: (F.tril(g, a[0]),))
-triu = prim("triu", lambda a, x: jnp.triu(x, a[0]), lambda a, i, o, g: (F.triu(g, a[0]),))
+tril = prim("tril", lambda a, x: jnp.tril(x, a[0]), lambda a, i, o, g: (F.tril(g, a[0]),),
+            bucket=B.rule_tri)
+triu = prim("triu", lambda a, x: jnp.triu(x, a[0]), lambda a, i, o, g: (F.triu(g, a[0]),),
+            bucket=B.rule_tri)
 
 # ---- indexing --------------------------------------------------------------------------------
 # An index spec is a tuple of items: ("s", start, stop, step) | ("i", int) | ("n",) for None |
@@ -439,7 +456,7 @@ def _index_vjp(a, i, o, g):
     return (F._index_add(F.zeros_like(x), a[0], idx, g),) + (None,) * len(idx)
 
 
-index = prim("index", lambda a, x, *t: x[_build_index(a[0], t)], _index_vjp)
+index = prim("index", lambda a, x, *t: x[_build_index(a[0], t)], _index_vjp, bucket=B.rule_index)
 
 
 def _index_add_vjp(a, i, o, g):
@@ -510,7 +527,7 @@ def _matmul_vjp(a, i, o, g):
 
 
 matmul = prim("matmul", lambda a, x, y: jnp.matmul(
-    x, y, precision=a[0] if a else _precision(x, y)), _matmul_vjp)
+    x, y, precision=a[0] if a else _precision(x, y)), _matmul_vjp, bucket=B.rule_matmul)
 
 
 def _einsum_vjp(a, i, o, g):
@@ -536,7 +553,7 @@ def _einsum_vjp(a, i, o, g):
 
 
 einsum = prim("einsum", lambda a, *xs: jnp.einsum(a[0], *xs, precision=_precision(*xs)),
-              _einsum_vjp)
+              _einsum_vjp, bucket=B.rule_einsum)
 
 
 def _linear_lower(a, x, w, *b):
@@ -556,7 +573,7 @@ def _linear_vjp(a, i, o, g):
 
 
 # y = x Wᵀ (+ b): nn.Linear's whole forward as one node
-linear = prim("linear", _linear_lower, _linear_vjp)
+linear = prim("linear", _linear_lower, _linear_vjp, bucket=B.rule_last_static(lambda a: 1))
 
 
 def _nll_lower(a, logp, t):
@@ -640,7 +657,8 @@ def _layer_norm_vjp(a, i, o, g):
 
 
 # LayerNorm over the trailing k dims (affine weight/bias optional): one node per call
-layer_norm = prim("layer_norm", _layer_norm_lower, _layer_norm_vjp)
+layer_norm = prim("layer_norm", _layer_norm_lower, _layer_norm_vjp,
+                  bucket=B.rule_last_static(lambda a: a[0]))
 
 
 # negative log-likelihood of integer class targets (class dim 1), PyTorch's ignore_index
@@ -1000,12 +1018,14 @@ max_window_select = prim("max_window_select", _max_window_select_lower,
                          lambda a, i, o, g: (None, F._max_window_grad(i[0], g, a)))
 
 softmax = prim("softmax", lambda a, x: jax.nn.softmax(x, axis=a[0]),
-               lambda a, i, o, g: (o * (g - F.sum(g * o, dim=a[0], keepdim=True)),))
+               lambda a, i, o, g: (o * (g - F.sum(g * o, dim=a[0], keepdim=True)),),
+                                   bucket=B.rule_softmax)
 log_softmax = prim("log_softmax", lambda a, x: jax.nn.log_softmax(x, axis=a[0]),
-                   lambda a, i, o, g: (g - F.exp(o) * F.sum(g, dim=a[0], keepdim=True),))
+                   lambda a, i, o, g: (g - F.exp(o) * F.sum(g, dim=a[0], keepdim=True),),
+                                       bucket=B.rule_softmax)
 
 # ---- creation and randomness (no inputs except an RNG key) ------------------------------------
-full = nondiff("full", lambda a, *s: jnp.full(a[0], a[1], a[2].np))
+full = nondiff("full", lambda a, *s: jnp.full(a[0], a[1], a[2].np), bucket=B.rule_full)
 def _iota(a):
     start, end, step, n, d = a
     if d.kind == "f":
@@ -1016,7 +1036,7 @@ def _iota(a):
     return jnp.arange(start, end, step, dtype=d.np)
 
 
-iota = nondiff("arange", _iota)
+iota = nondiff("arange", _iota, bucket=B.rule_arange)
 # PyTorch's exact values (fused multiply-adds, two halves), computed once on the host per
 # (start, end, steps, dtype): a constant of the program
 linspace = nondiff("linspace", lambda a: jnp.asarray(linspace_values(a[0], a[1], a[2], a[3].np)))
@@ -1128,28 +1148,29 @@ def _tuple_get_vjp(a, i, o, g):
 
 
 tuple_get = prim("tuple_get", lambda a, t: t[a[0]], _tuple_get_vjp)
-stop_gradient = nondiff("stop_gradient", lambda a, x: lax.stop_gradient(x))
+stop_gradient = pointwise_nondiff("stop_gradient", lambda a, x: lax.stop_gradient(x))
 
 # ---- more elementwise math -------------------------------------------------------------------
-asin = prim("asin", lambda a, x: jnp.arcsin(x),
-            lambda a, i, o, g: (g * F.rsqrt(1 - i[0] * i[0]),))
-acos = prim("acos", lambda a, x: jnp.arccos(x),
-            lambda a, i, o, g: (-(g * F.rsqrt(1 - i[0] * i[0])),))
-atan = prim("atan", lambda a, x: jnp.arctan(x), lambda a, i, o, g: (g / (1 + i[0] * i[0]),))
-sinh = prim("sinh", lambda a, x: jnp.sinh(x), lambda a, i, o, g: (g * F.cosh(i[0]),))
-cosh = prim("cosh", lambda a, x: jnp.cosh(x), lambda a, i, o, g: (g * F.sinh(i[0]),))
-asinh = prim("asinh", lambda a, x: jnp.arcsinh(x),
-             lambda a, i, o, g: (g * F.rsqrt(i[0] * i[0] + 1),))
-acosh = prim("acosh", lambda a, x: jnp.arccosh(x),
-             lambda a, i, o, g: (g * F.rsqrt(i[0] * i[0] - 1),))
-atanh = prim("atanh", lambda a, x: jnp.arctanh(x), lambda a, i, o, g: (g / (1 - i[0] * i[0]),))
+asin = pointwise("asin", lambda a, x: jnp.arcsin(x),
+                 lambda a, i, o, g: (g * F.rsqrt(1 - i[0] * i[0]),))
+acos = pointwise("acos", lambda a, x: jnp.arccos(x),
+                 lambda a, i, o, g: (-(g * F.rsqrt(1 - i[0] * i[0])),))
+atan = pointwise("atan", lambda a, x: jnp.arctan(x), lambda a, i, o, g: (g / (1 + i[0] * i[0]),))
+sinh = pointwise("sinh", lambda a, x: jnp.sinh(x), lambda a, i, o, g: (g * F.cosh(i[0]),))
+cosh = pointwise("cosh", lambda a, x: jnp.cosh(x), lambda a, i, o, g: (g * F.sinh(i[0]),))
+asinh = pointwise("asinh", lambda a, x: jnp.arcsinh(x),
+                  lambda a, i, o, g: (g * F.rsqrt(i[0] * i[0] + 1),))
+acosh = pointwise("acosh", lambda a, x: jnp.arccosh(x),
+                  lambda a, i, o, g: (g * F.rsqrt(i[0] * i[0] - 1),))
+atanh = pointwise("atanh", lambda a, x: jnp.arctanh(x),
+                  lambda a, i, o, g: (g / (1 - i[0] * i[0]),))
 _LN2 = math.log(2.0)
-exp2 = prim("exp2", lambda a, x: jnp.exp2(x), lambda a, i, o, g: (g * o * _LN2,))
-log2 = prim("log2", lambda a, x: jnp.log2(x), lambda a, i, o, g: (g / (i[0] * _LN2),))
+exp2 = pointwise("exp2", lambda a, x: jnp.exp2(x), lambda a, i, o, g: (g * o * _LN2,))
+log2 = pointwise("log2", lambda a, x: jnp.log2(x), lambda a, i, o, g: (g / (i[0] * _LN2),))
 # integer shifts; XLA's semantics for a shift by < 0 or >= the bit width (0 for <<, the sign
 # fill for >>) are PyTorch's
-shift_left = nondiff("shift_left", lambda a, x, y: jnp.left_shift(x, y))
-shift_right = nondiff("shift_right", lambda a, x, y: jnp.right_shift(x, y))
+shift_left = pointwise_nondiff("shift_left", lambda a, x, y: jnp.left_shift(x, y))
+shift_right = pointwise_nondiff("shift_right", lambda a, x, y: jnp.right_shift(x, y))
 
 
 def _scatter_mul_vjp(a, i, o, g):

@@ -55,25 +55,10 @@ def _method(fn):
     return lambda self, *a, **k: fn(self, *a, **k)
 
 
-_PLAIN = [
-    "add", "sub", "mul", "div", "floor_divide", "remainder", "fmod", "pow", "maximum",
-    "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
-    "logical_not", "bitwise_not", "neg", "abs", "sign", "floor", "ceil", "trunc", "round",
-    "square", "reciprocal", "relu", "isfinite", "isnan", "isinf", "clamp", "clip", "sum",
-    "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "all", "any", "var",
-    "std", "logsumexp", "cumsum", "cumprod", "norm", "reshape", "view", "flatten", "unflatten",
-    "squeeze", "unsqueeze", "permute", "transpose", "t", "expand", "expand_as", "broadcast_to",
-    "repeat", "narrow", "flip", "split", "chunk", "unbind", "tril", "triu", "contiguous",
-    "clone", "gather", "take_along_dim", "scatter", "scatter_add", "index_select", "index_add",
-    "masked_fill", "matmul", "bmm", "mm", "dot", "outer", "softmax", "log_softmax", "atan2",
-    "index_put", "nonzero", "take", "index_fill", "index_copy",
-    # ordering, scans, rearranging, more math
-    "sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode", "unique",
-    "cummax", "cummin", "logcumsumexp", "lerp", "roll", "repeat_interleave",
-    "bitwise_left_shift", "bitwise_right_shift",
-]
-for _name in _PLAIN + list(F.FLOAT_UNARY) + list(F.FLOAT_ALIASES):
-    setattr(Tensor, _name, _method(getattr(F, _name)))
+# every op declared as a method (@torch_op in flowlite/ops)
+for _name, _entry in F.OPS.items():
+    if _entry.method:
+        setattr(Tensor, _name, _method(_entry.fn))
 Tensor.multinomial = _method(R.multinomial)
 
 # ops that PyTorch defines as returning views (flowlite.views): writes go through to the base
@@ -218,15 +203,9 @@ def _inplace(name, fn):
     return method
 
 
-_INPLACE = [
-    "add", "sub", "mul", "div", "pow", "clamp", "clip", "masked_fill", "neg", "abs", "relu",
-    "floor", "ceil", "round", "trunc", "remainder", "fmod", "floor_divide", "scatter",
-    "scatter_add", "index_add", "index_put", "maximum", "minimum", "reciprocal", "square",
-    "sign", "tril", "triu", "logical_not", "index_fill", "index_copy",
-    "lerp", "bitwise_left_shift", "bitwise_right_shift",
-]
-for _name in _INPLACE + list(F.FLOAT_UNARY) + list(F.FLOAT_ALIASES):
-    setattr(Tensor, _name + "_", _inplace(_name + "_", getattr(F, _name)))
+for _name, _entry in F.OPS.items():
+    if _entry.inplace:
+        setattr(Tensor, _name + "_", _inplace(_name + "_", _entry.fn))
 
 Tensor.__iadd__ = _inplace("__iadd__", lambda a, b: F._binary(F.P.add, a, b))
 Tensor.__isub__ = _inplace("__isub__", lambda a, b: F._binary(F.P.sub, a, b))

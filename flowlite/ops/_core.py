@@ -17,6 +17,7 @@ from .. import primitives as P
 from .. import ir
 from ..tensor import Tensor, apply, tensor, from_numpy, Size
 from ..device import default_device, device as _make_device
+from ._registry import torch_op
 _scalar_types = (int, float, bool, np.number, np.bool_)
 
 
@@ -72,6 +73,7 @@ def _scalar(value, dtype) -> Tensor:
     return Tensor(ir.scalar_node(v, dtype))
 
 
+@torch_op(method=False)
 def as_tensor(x, dtype=None, device=None) -> Tensor:
     if isinstance(x, Tensor):
         if dtype is not None and x.dtype is not D.canonical(D.from_any(dtype)):
@@ -87,6 +89,7 @@ def as_tensor(x, dtype=None, device=None) -> Tensor:
 _bcast_cache: dict = {}
 
 
+@torch_op(method=False)
 def broadcast_shapes(*shapes, op="broadcast_shapes"):
     if len(shapes) == 2:
         key = shapes
@@ -179,6 +182,7 @@ def _shape_arg(shape):
     return tuple(builtins.int(s) for s in shape)
 
 
+@torch_op(top=False)
 def broadcast_to(x, shape):
     shape = tuple(shape)
     if x._node.shape == shape:
@@ -198,6 +202,7 @@ def _take_along_prim(x, index, d):
     return apply(P.take_along, (x, index), (d,), index._node.shape, x._node.dtype)
 
 
+@torch_op
 def nonzero(x, as_tuple=False):
     """Data-dependent shape: reads the mask on the host (a sync)."""
     idx = np.nonzero(x.numpy())

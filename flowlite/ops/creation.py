@@ -14,8 +14,10 @@ from .. import dtypes as D
 from .. import primitives as P
 from ..tensor import Tensor, apply, Size
 from ._core import (_BAKED, _creation_dtype, _dev, _scalar, broadcast_to, to_dtype)
+from ._registry import torch_op
 
 
+@torch_op(method=False)
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     if isinstance(size, int):
         size = (size,)
@@ -46,37 +48,41 @@ def _size_arg(size):
     return tuple(size)
 
 
+@torch_op(method=False, aliases=("empty",))
 def zeros(*size, dtype=None, device=None, requires_grad=False):
     return full(_size_arg(size), 0, dtype=dtype or D.default_float(), device=device,
                 requires_grad=requires_grad)
 
 
+@torch_op(method=False)
 def ones(*size, dtype=None, device=None, requires_grad=False):
     return full(_size_arg(size), 1, dtype=dtype or D.default_float(), device=device,
                 requires_grad=requires_grad)
 
 
-empty = zeros
 
 
+@torch_op(method=False, aliases=("empty_like",))
 def zeros_like(x, dtype=None, device=None, requires_grad=False):
     return full(x._node.shape, 0, dtype=dtype or x.dtype, device=device or x.device,
                 requires_grad=requires_grad)
 
 
+@torch_op(method=False)
 def ones_like(x, dtype=None, device=None, requires_grad=False):
     return full(x._node.shape, 1, dtype=dtype or x.dtype, device=device or x.device,
                 requires_grad=requires_grad)
 
 
-empty_like = zeros_like
 
 
+@torch_op(method=False)
 def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
     return full(x._node.shape, fill_value, dtype=dtype or x.dtype, device=device or x.device,
                 requires_grad=requires_grad)
 
 
+@torch_op(method=False)
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     if end is None:
         start, end = 0, start
@@ -97,6 +103,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     return out
 
 
+@torch_op(method=False)
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     d = _creation_dtype(dtype)
     if d is D.bool_ or builtins.int(steps) < 0:
@@ -110,6 +117,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     return out
 
 
+@torch_op(method=False)
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     m = n if m is None else m
     d = _creation_dtype(dtype)

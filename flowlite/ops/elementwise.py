@@ -16,15 +16,18 @@ from ..checks import IntegerDivisionByZeroError, nonzero_divisor
 from ..tensor import Tensor, apply, tensor
 from ._core import (_binary, _promote_nodes, _scalar, _scalar_result, _scalar_types, _unary,
                     as_tensor, broadcast_shapes, nonzero, to_dtype)
+from ._registry import register, torch_op
 
 
 # ---- elementwise -----------------------------------------------------------------------------
+@torch_op(inplace=True)
 def add(x, y, alpha=1):
     if alpha != 1:
         y = mul(y, alpha)
     return _binary(P.add, x, y)
 
 
+@torch_op(inplace=True)
 def sub(x, y, alpha=1):
     if alpha != 1:
         y = mul(y, alpha)
@@ -40,10 +43,12 @@ def _lift(s, like):
         else as_tensor(s, device=like.device)
 
 
+@torch_op(inplace=True)
 def mul(x, y):
     return _binary(P.mul, x, y)
 
 
+@torch_op(inplace=True)
 def div(x, y, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide(x, y)
@@ -62,14 +67,17 @@ def rdiv(x, y):
     return _binary(P.div, _lift(y, x), x, "float")
 
 
+@torch_op(inplace=True)
 def floor_divide(x, y):
     return _check_divisor(y, _binary(P.floor_divide, x, y), "floor_divide")
 
 
+@torch_op(inplace=True)
 def remainder(x, y):
     return _check_divisor(y, _binary(P.remainder, x, y), "remainder")
 
 
+@torch_op(inplace=True)
 def fmod(x, y):
     return _check_divisor(y, _binary(P.fmod, x, y), "fmod")
 
@@ -98,10 +106,12 @@ def _check_divisor(y, out, op):
     return out
 
 
+@torch_op
 def atan2(x, y):
     return _binary(P.atan2, x, y, "float")
 
 
+@torch_op(inplace=True)
 def pow(x, y):  # noqa: A001 - PyTorch name
     if isinstance(x, Tensor) and isinstance(y, (int, np.integer)) and not isinstance(y, bool) \
             and y < 0 and x.dtype.kind in "biu":
@@ -123,34 +133,42 @@ def integer_pow(x, n):
     return apply(P.integer_pow, (x,), (n,), x._node.shape, x._node.dtype)
 
 
+@torch_op(inplace=True)
 def maximum(x, y):
     return _binary(P.maximum, x, y)
 
 
+@torch_op(inplace=True)
 def minimum(x, y):
     return _binary(P.minimum, x, y)
 
 
+@torch_op
 def eq(x, y):
     return _binary(P.eq, x, y, "bool")
 
 
+@torch_op
 def ne(x, y):
     return _binary(P.ne, x, y, "bool")
 
 
+@torch_op
 def lt(x, y):
     return _binary(P.lt, x, y, "bool")
 
 
+@torch_op
 def le(x, y):
     return _binary(P.le, x, y, "bool")
 
 
+@torch_op
 def gt(x, y):
     return _binary(P.gt, x, y, "bool")
 
 
+@torch_op
 def ge(x, y):
     return _binary(P.ge, x, y, "bool")
 
@@ -165,28 +183,34 @@ def _logical(prim, name, x, y):
     return _binary(prim, x, y)
 
 
+@torch_op
 def logical_and(x, y):
     return _binary(P.bit_and, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
 
 
+@torch_op
 def logical_or(x, y):
     return _binary(P.bit_or, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
 
 
+@torch_op
 def logical_xor(x, y):
     return _binary(P.bit_xor, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
 
 
+@torch_op(inplace=True)
 def logical_not(x):
     return apply(P.logical_not, (to_dtype(x, D.bool_),), (), x._node.shape, D.bool_)
 
 
+@torch_op(top=False)
 def bitwise_not(x):
     if x.dtype.kind == "f":
         raise TypeError(f"bitwise_not (~): not supported for floating-point tensors ({x.dtype})")
     return apply(P.logical_not, (x,), (), x._node.shape, x._node.dtype)
 
 
+@torch_op(inplace=True)
 def neg(x):
     if x.dtype is D.bool_:
         raise TypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
@@ -194,78 +218,85 @@ def neg(x):
     return _unary(P.neg, x)
 
 
+@torch_op(inplace=True)
 def abs(x):  # noqa: A001
     return _unary(P.abs_, x)
 
 
+@torch_op(inplace=True)
 def sign(x):
     return x if x.dtype is D.bool_ else _unary(P.sign, x)
 
 
-# Float math: one line each.  Integer and bool inputs are promoted to the default float
-# first (PyTorch's rule); `flowlite.x`, `Tensor.x` and the in-place `Tensor.x_` follow from
-# this table (see ops/__init__.py).
-FLOAT_UNARY = {
-    "exp": P.exp, "log": P.log, "log1p": P.log1p, "expm1": P.expm1, "sqrt": P.sqrt,
-    "rsqrt": P.rsqrt, "sin": P.sin, "cos": P.cos, "tanh": P.tanh, "sigmoid": P.sigmoid,
-    "erf": P.erf,
-    "tan": P.tan,
-}
-
-
-def _float_unary(name, prim):
+# Float math: one declaration each.  Integer and bool inputs are promoted to the default
+# float first (PyTorch's rule); each is `flowlite.x`, `Tensor.x` and the in-place `Tensor.x_`.
+def _float_unary(name, prim, aliases=()):
     def op(x):
         return _unary(prim, x, True)
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise {name} (PyTorch's torch.{name}); integer inputs become float."
-    return op
+    globals()[name] = register(name, op, inplace=True, aliases=aliases)
 
 
-globals().update({name: _float_unary(name, p) for name, p in FLOAT_UNARY.items()})
+for _name, _prim in (("exp", P.exp), ("log", P.log), ("log1p", P.log1p), ("expm1", P.expm1),
+                     ("sqrt", P.sqrt), ("rsqrt", P.rsqrt), ("sin", P.sin), ("cos", P.cos),
+                     ("tanh", P.tanh), ("sigmoid", P.sigmoid), ("erf", P.erf), ("tan", P.tan)):
+    _float_unary(_name, _prim)
 
 
+@torch_op(inplace=True)
 def floor(x):
     return x if x.dtype.kind != "f" else _unary(P.floor, x)
 
 
+@torch_op(inplace=True)
 def ceil(x):
     return x if x.dtype.kind != "f" else _unary(P.ceil, x)
 
 
+@torch_op(inplace=True)
 def trunc(x):
     return x if x.dtype.kind != "f" else _unary(P.trunc, x)
 
 
+@torch_op(inplace=True)
 def round(x, decimals=0):  # noqa: A001
     if x.dtype.kind != "f":
         return x
     return apply(P.round_, (x,), (decimals,), x._node.shape, x._node.dtype)
 
 
+@torch_op(inplace=True)
 def square(x):
     return mul(x, x)
 
 
+@torch_op(inplace=True)
 def reciprocal(x):
     return rdiv(x, 1.0)
 
 
+@torch_op(inplace=True)
 def relu(x):
     return _unary(P.relu, x)
 
 
+@torch_op
 def isfinite(x):
     return apply(P.isfinite, (x,), (), x._node.shape, D.bool_)
 
 
+@torch_op
 def isnan(x):
     return apply(P.isnan, (x,), (), x._node.shape, D.bool_)
 
 
+@torch_op
 def isinf(x):
     return apply(P.isinf, (x,), (), x._node.shape, D.bool_)
 
 
+@torch_op(inplace=True, aliases=("clip",))
 def clamp(x, min=None, max=None):  # noqa: A002
     if min is None and max is None:
         raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
@@ -277,9 +308,9 @@ def clamp(x, min=None, max=None):  # noqa: A002
     return x
 
 
-clip = clamp
 
 
+@torch_op(method=False)
 def where(cond, x=None, y=None):
     if x is None and y is None:
         return nonzero(cond, as_tuple=True)
@@ -303,19 +334,17 @@ def where(cond, x=None, y=None):
     return apply(P.where, (cond, x, y), (), shape, dt)
 
 
-# ---- more float math: the inverse trigonometric/hyperbolic family, exp2/log2 -----------------
-FLOAT_UNARY.update({
-    "asin": P.asin, "acos": P.acos, "atan": P.atan, "sinh": P.sinh, "cosh": P.cosh,
-    "asinh": P.asinh, "acosh": P.acosh, "atanh": P.atanh, "exp2": P.exp2, "log2": P.log2,
-})
-globals().update({name: _float_unary(name, FLOAT_UNARY[name]) for name in
-                  ("asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "exp2",
-                   "log2")})
-# numpy-style aliases PyTorch also has
-FLOAT_ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
-                 "arccosh": "acosh", "arctanh": "atanh"}
+# ---- more float math: the inverse trigonometric/hyperbolic family (with the numpy-style
+# aliases PyTorch also has), exp2/log2 --------------------------------------------------------
+for _name, _prim, _alias in (("asin", P.asin, "arcsin"), ("acos", P.acos, "arccos"),
+                             ("atan", P.atan, "arctan"), ("sinh", P.sinh, None),
+                             ("cosh", P.cosh, None), ("asinh", P.asinh, "arcsinh"),
+                             ("acosh", P.acosh, "arccosh"), ("atanh", P.atanh, "arctanh"),
+                             ("exp2", P.exp2, None), ("log2", P.log2, None)):
+    _float_unary(_name, _prim, (_alias,) if _alias else ())
 
 
+@torch_op(inplace=True)
 def lerp(x, end, weight):
     """x + weight * (end - x), evaluated as PyTorch does: from `end` when |weight| >= 0.5
     (so lerp(a, b, 1) == b exactly); weight a Python number or a tensor."""
@@ -348,11 +377,13 @@ def _shift(prim, name, x, y):
     return _binary(prim, x, y)
 
 
+@torch_op(inplace=True)
 def bitwise_left_shift(x, y):
     """x << y for integer tensors (0 when y < 0 or y >= the bit width, as in PyTorch)."""
     return _shift(P.shift_left, "bitwise_left_shift (<<)", x, y)
 
 
+@torch_op(inplace=True)
 def bitwise_right_shift(x, y):
     """x >> y for integer tensors (arithmetic for signed ones, as in PyTorch)."""
     return _shift(P.shift_right, "bitwise_right_shift (>>)", x, y)

@@ -20,6 +20,7 @@ from .elementwise import (eq, where)
 from .creation import (arange)
 from .shape import (_dyn_slice, reshape, unsqueeze)
 from .reduction import (amax)
+from ._registry import torch_op
 
 
 # ---- indexing --------------------------------------------------------------------------------
@@ -302,6 +303,7 @@ def _index_set(x, spec, tensors, v):
     return apply(P.index_set, (x, v) + tuple(tensors), (spec,), x._node.shape, x._node.dtype)
 
 
+@torch_op(top=False, inplace=True)
 def index_put(x, idx, value, accumulate=False):
     spec, tensors, _ = _parse_index(x, idx)
     v = to_dtype(as_tensor(value, dtype=x.dtype), x.dtype) if not isinstance(value, Tensor) \
@@ -339,6 +341,7 @@ def _check_index_tensor(index, op):
     return index
 
 
+@torch_op
 def gather(x, dim, index):
     index = _check_index_tensor(index, "gather")
     d = _norm_dim(dim, x.ndim, "gather")
@@ -354,6 +357,7 @@ def gather(x, dim, index):
     return out
 
 
+@torch_op
 def take_along_dim(x, indices, dim):
     indices = _check_index_tensor(indices, "take_along_dim")
     d = _norm_dim(dim, x.ndim, "take_along_dim")
@@ -401,6 +405,7 @@ def _checked_scatter(out, x, index, d, op):
     return out
 
 
+@torch_op(inplace=True)
 def scatter(x, dim, index, src=None, value=None, reduce=None):
     if src is None:
         src = value
@@ -415,11 +420,13 @@ def scatter(x, dim, index, src=None, value=None, reduce=None):
     return _checked_scatter(_scatter_prim(x, index, src, d), x, index, d, "scatter")
 
 
+@torch_op(inplace=True)
 def scatter_add(x, dim, index, src):
     index, d, src = _scatter_args(x, dim, index, src, "scatter_add")
     return _checked_scatter(_scatter_add_prim(x, index, src, d), x, index, d, "scatter_add")
 
 
+@torch_op
 def index_select(x, dim, index):
     index = _check_index_tensor(index, "index_select")
     if index.ndim > 1:
@@ -434,6 +441,7 @@ def index_select(x, dim, index):
     return out
 
 
+@torch_op(top=False, inplace=True)
 def index_add(x, dim, index, source, alpha=1):
     index = _check_index_tensor(index, "index_add")
     d = _norm_dim(dim, x.ndim, "index_add")
@@ -445,6 +453,7 @@ def index_add(x, dim, index, source, alpha=1):
     return out
 
 
+@torch_op
 def take(x, index):
     """x read as 1-D at `index` (negative indices count from the end), shaped like index."""
     index = _check_index_tensor(index, "take")
@@ -464,6 +473,7 @@ def _dim_spec(x, dim, index, op):
         (("t",),)
 
 
+@torch_op(inplace=True)
 def index_fill(x, dim, index, value):
     """x with the slices at `index` along dim set to value (a number or a 0-d tensor)."""
     d, flat, spec = _dim_spec(x, dim, index, "index_fill")
@@ -480,6 +490,7 @@ def index_fill(x, dim, index, value):
     return out
 
 
+@torch_op(inplace=True)
 def index_copy(x, dim, index, source):
     """x with the slices at `index` along dim replaced by source's (index_copy)."""
     d, flat, spec = _dim_spec(x, dim, index, "index_copy")
@@ -492,6 +503,7 @@ def index_copy(x, dim, index, source):
     return out
 
 
+@torch_op(inplace=True)
 def masked_fill(x, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
         got = f"{mask.dtype} tensor of shape {tuple(mask.shape)}" if isinstance(mask, Tensor) \
@@ -506,6 +518,7 @@ def masked_fill(x, mask, value):
     return r if r._node.shape == x._node.shape else broadcast_to(r, x._node.shape)
 
 
+@torch_op(method=False)
 def one_hot(x, num_classes=-1):
     if x.dtype.kind not in "iu":
         raise TypeError(f"one_hot is only applicable to index tensors (got {x.dtype})")

@@ -14,9 +14,11 @@ from ..tensor import Tensor, apply
 from ._core import (_promote, as_tensor, broadcast_shapes, broadcast_to, to_dtype)
 from .elementwise import (mul)
 from .shape import (reshape, unsqueeze)
+from ._registry import torch_op
 
 
 # ---- linear algebra ----------------------------------------------------------------------------
+@torch_op(aliases=("mm",))
 def matmul(a, b):
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise TypeError("matmul: both arguments must be tensors")
@@ -58,6 +60,7 @@ def matmul(a, b):
     return out
 
 
+@torch_op
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise ValueError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and "
@@ -67,9 +70,9 @@ def bmm(a, b):
     return matmul(a, b)
 
 
-mm = matmul
 
 
+@torch_op
 def dot(a, b):
     if a.ndim != 1 or b.ndim != 1:
         raise ValueError(f"dot: 1D tensors expected, but got shapes {tuple(a.shape)} and "
@@ -77,6 +80,7 @@ def dot(a, b):
     return matmul(a, b)
 
 
+@torch_op
 def outer(a, b):
     return mul(unsqueeze(a, 1), unsqueeze(b, 0))
 
@@ -127,6 +131,7 @@ def _explicit_einsum(eq, operands):
 _einsum_cache: dict = {}
 
 
+@torch_op(method=False)
 def einsum(eq, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])

@@ -13,6 +13,7 @@ from .. import primitives as P
 from ..tensor import apply, _norm_dim
 from ._core import (to_dtype)
 from .creation import (ones_like, zeros_like)
+from ._registry import torch_op
 
 
 # ---- neural-network primitives ---------------------------------------------------------------
@@ -44,6 +45,7 @@ def _max_window_select(x, gg, attrs):
     return apply(P.max_window_select, (x, gg), tuple(attrs[:4]))
 
 
+@torch_op
 def softmax(x, dim):
     if x.dtype.kind != "f":
         x = to_dtype(x, D.default_float())
@@ -53,6 +55,7 @@ def softmax(x, dim):
     return apply(P.softmax, (x,), (d,), x._node.shape, x._node.dtype)
 
 
+@torch_op
 def log_softmax(x, dim):
     if x.dtype.kind != "f":
         x = to_dtype(x, D.default_float())

@@ -19,8 +19,10 @@ from .creation import (arange)
 from .shape import (cat, expand, narrow, reshape, unsqueeze)
 from .reduction import (cumsum)
 from .indexing import (index_select)
+from ._registry import torch_op
 
 
+@torch_op
 def roll(x, shifts, dims=None):
     """Shift elements along dims, wrapping around (dims=None: over the flattened tensor)."""
     if dims is None:
@@ -44,6 +46,7 @@ def roll(x, shifts, dims=None):
     return x
 
 
+@torch_op
 def repeat_interleave(x, repeats=None, dim=None, output_size=None):
     """Repeat each element `repeats` times along dim (flattened when dim is None).
 
@@ -107,6 +110,7 @@ def repeat_interleave(x, repeats=None, dim=None, output_size=None):
     return index_select(x, d, src)
 
 
+@torch_op(method=False)
 def meshgrid(*tensors, indexing=None):
     """Coordinate grids from 1-D (or 0-d) tensors; indexing 'ij' (matrix, the default) or
     'xy' (Cartesian: the first two output dims swapped)."""

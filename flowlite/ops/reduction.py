@@ -15,6 +15,7 @@ from ..tensor import Tensor, apply, tensor, _norm_dim
 from ._core import (_take_along_prim, to_dtype)
 from .elementwise import (abs, eq, exp, isfinite, log, maximum, minimum, ne, pow, sqrt, where)
 from .shape import (reshape, squeeze)
+from ._registry import torch_op
 
 
 # ---- reductions --------------------------------------------------------------------------------
@@ -37,6 +38,7 @@ def _reduced_shape(shape, axes, keepdim):
     return tuple(s for i, s in enumerate(shape) if i not in axes)
 
 
+@torch_op
 def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001
     axes = _axes(x, dim, "sum")
     if dtype is not None:
@@ -61,6 +63,7 @@ def sum_to(g, shape):
     return r
 
 
+@torch_op
 def mean(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = to_dtype(x, dtype)
@@ -85,14 +88,17 @@ def _reduce_extreme(prim, x, axes, keepdim):
 MinMax = collections.namedtuple("MinMax", ["values", "indices"])
 
 
+@torch_op
 def amax(x, dim=None, keepdim=False):
     return _reduce_extreme(P.reduce_max, x, _axes(x, dim, "amax"), keepdim)
 
 
+@torch_op
 def amin(x, dim=None, keepdim=False):
     return _reduce_extreme(P.reduce_min, x, _axes(x, dim, "amin"), keepdim)
 
 
+@torch_op
 def max(x, dim=None, keepdim=False):  # noqa: A001
     if isinstance(dim, Tensor):
         return maximum(x, dim)
@@ -101,6 +107,7 @@ def max(x, dim=None, keepdim=False):  # noqa: A001
     return _minmax_dim(x, dim, keepdim, argmax, "max")
 
 
+@torch_op
 def min(x, dim=None, keepdim=False):  # noqa: A001
     if isinstance(dim, Tensor):
         return minimum(x, dim)
@@ -138,14 +145,17 @@ def _arg(prim, x, dim, keepdim):
     return apply(prim, (x,), (ax, keepdim), shape, D.canonical(D.int64))
 
 
+@torch_op
 def argmax(x, dim=None, keepdim=False):
     return _arg(P.argmax, x, dim, keepdim)
 
 
+@torch_op
 def argmin(x, dim=None, keepdim=False):
     return _arg(P.argmin, x, dim, keepdim)
 
 
+@torch_op
 def prod(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = to_dtype(x, dtype)
@@ -156,6 +166,7 @@ def prod(x, dim=None, keepdim=False, dtype=None):
                  _reduced_shape(x._node.shape, axes, keepdim), x._node.dtype)
 
 
+@torch_op
 def all(x, dim=None, keepdim=False):  # noqa: A001
     x = to_dtype(x, D.bool_)
     axes = _axes(x, dim, "all")
@@ -163,6 +174,7 @@ def all(x, dim=None, keepdim=False):  # noqa: A001
                  _reduced_shape(x._node.shape, axes, keepdim), D.bool_)
 
 
+@torch_op
 def any(x, dim=None, keepdim=False):  # noqa: A001
     x = to_dtype(x, D.bool_)
     axes = _axes(x, dim, "any")
@@ -170,6 +182,7 @@ def any(x, dim=None, keepdim=False):  # noqa: A001
                  _reduced_shape(x._node.shape, axes, keepdim), D.bool_)
 
 
+@torch_op
 def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
     if correction is None:
         correction = 1 if unbiased is None or unbiased else 0
@@ -182,11 +195,13 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
     return sum(d * d, axes, keepdim) / builtins.max(n - correction, 0)
 
 
+@torch_op
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
     # a constant row has std 0 and, as in PyTorch, gradient 0 (not inf * 0 = nan)
     return _zero_safe_root(var(x, dim, unbiased, keepdim, correction), sqrt)
 
 
+@torch_op
 def logsumexp(x, dim, keepdim=False):
     if x.dtype.kind != "f":
         x = to_dtype(x, D.default_float())
@@ -197,6 +212,7 @@ def logsumexp(x, dim, keepdim=False):
     return s if keepdim else reshape(s, _reduced_shape(x._node.shape, axes, False))
 
 
+@torch_op
 def cumsum(x, dim, reverse=False, dtype=None):
     if dtype is not None:
         x = to_dtype(x, dtype)
@@ -208,6 +224,7 @@ def cumsum(x, dim, reverse=False, dtype=None):
     return apply(P.cumsum, (x,), (ax, reverse), x._node.shape, x._node.dtype)
 
 
+@torch_op
 def cumprod(x, dim):
     ax = _norm_dim(dim, len(x._node.shape), "cumprod")
     if not x._node.shape:
@@ -215,6 +232,7 @@ def cumprod(x, dim):
     return apply(P.cumprod, (x,), (ax,), x._node.shape, x._node.dtype)
 
 
+@torch_op
 def norm(x, p="fro", dim=None, keepdim=False):
     if x.dtype.kind != "f":
         x = to_dtype(x, D.default_float())
@@ -252,11 +270,13 @@ def _cum_extreme(x, dim, largest, op, result):
     return result(_take_along_prim(x, idx, ax), idx)
 
 
+@torch_op
 def cummax(x, dim):
     """Running maximum along dim and its index (ties: the later element; NaN propagates)."""
     return _cum_extreme(x, dim, True, "cummax", CumResult)
 
 
+@torch_op
 def cummin(x, dim):
     """Running minimum along dim and its index (ties: the later element; NaN propagates)."""
     return _cum_extreme(x, dim, False, "cummin", CumminResult)
@@ -266,6 +286,7 @@ def _logcumsumexp_prim(x, axis, reverse=False):
     return apply(P.logcumsumexp, (x,), (axis, reverse), x._node.shape, x._node.dtype)
 
 
+@torch_op
 def logcumsumexp(x, dim):
     """log(cumsum(exp(x))) along dim, computed without overflow (a log-add-exp scan)."""
     if x.dtype.kind != "f":
@@ -277,11 +298,13 @@ def logcumsumexp(x, dim):
     return _logcumsumexp_prim(x, ax)
 
 
+@torch_op(method=False)
 def var_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
     """(var, mean) over dim — PyTorch's order."""
     return (var(x, dim, unbiased, keepdim, correction), mean(x, dim, keepdim))
 
 
+@torch_op(method=False)
 def std_mean(x, dim=None, unbiased=None, keepdim=False, correction=None):
     """(std, mean) over dim — PyTorch's order."""
     v, m = var_mean(x, dim, unbiased, keepdim, correction)

@@ -17,11 +17,13 @@ from ..runtime import rt
 from ..tensor import Tensor, apply, tensor, _norm_dim, _to_device
 from ._core import (_promote, _shape_arg, as_tensor, broadcast_to, to_dtype)
 from .elementwise import (mul)
+from ._registry import register, torch_op
 
 
 _reshape_cache: dict = {}
 
 
+@torch_op(top=False, aliases=("view",))
 def reshape(x, *shape):
     old = x._node.shape
     if len(shape) == 1 and type(shape[0]) is not int:
@@ -67,9 +69,9 @@ def _reshape_slow(x, shape):
     return apply(P.reshape, (x,), (shape,), shape, x._node.dtype)
 
 
-view = reshape
 
 
+@torch_op(top=False)
 def flatten(x, start_dim=0, end_dim=-1):
     nd = len(x._node.shape)
     if nd == 0:
@@ -85,6 +87,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     return reshape(x, shp[:s] + (n,) + shp[e + 1:])
 
 
+@torch_op(top=False)
 def unflatten(x, dim, sizes):
     d = _norm_dim(dim, len(x._node.shape), "unflatten")
     shp = x._node.shape
@@ -101,6 +104,7 @@ def unflatten(x, dim, sizes):
     return reshape(x, shp[:d] + sizes + shp[d + 1:])
 
 
+@torch_op(top=False)
 def squeeze(x, dim=None):
     shp = x._node.shape
     if dim is None:
@@ -110,6 +114,7 @@ def squeeze(x, dim=None):
     return reshape(x, tuple(s for i, s in enumerate(shp) if not (i in dims and s == 1)))
 
 
+@torch_op(top=False)
 def unsqueeze(x, dim):
     shp = x._node.shape
     d = _norm_dim(dim, len(shp) + 1, "unsqueeze")
@@ -119,6 +124,7 @@ def unsqueeze(x, dim):
 _perm_cache: dict = {}
 
 
+@torch_op(top=False)
 def permute(x, *dims):
     shp = x._node.shape
     if len(dims) == 1 and type(dims[0]) is not int:
@@ -181,8 +187,11 @@ def transpose_family(permute):
 
 
 transpose, t, mT, T = transpose_family(permute)
+register("transpose", transpose)
+register("t", t)
 
 
+@torch_op(top=False)
 def expand(x, *sizes):
     sizes = _shape_arg(sizes)
     shp = x._node.shape
@@ -197,10 +206,12 @@ def expand(x, *sizes):
     return broadcast_to(x, full)
 
 
+@torch_op(top=False)
 def expand_as(x, other):
     return broadcast_to(x, other._node.shape)
 
 
+@torch_op(top=False)
 def repeat(x, *reps):
     reps = _shape_arg(reps)
     shp = x._node.shape
@@ -258,6 +269,7 @@ def _view_write(x, v, off, strides, accumulate=False):
                                         accumulate), x._node.shape, x._node.dtype)
 
 
+@torch_op(top=False)
 def narrow(x, dim, start, length):
     shp = x._node.shape
     d = _norm_dim(dim, len(shp), "narrow")
@@ -275,6 +287,7 @@ def narrow(x, dim, start, length):
     return _slice_prim(x, starts, stops, [1] * len(shp))
 
 
+@torch_op
 def flip(x, dims):
     if isinstance(dims, int):
         dims = (dims,)
@@ -290,6 +303,7 @@ def _check_cat(tensors, dim, op):
     return tensors
 
 
+@torch_op(method=False, aliases=("concat",))
 def cat(tensors, dim=0):
     tensors = _check_cat(tensors, dim, "cat")
     tensors = [t for t in tensors if not (t.ndim == 1 and t._node.shape[0] == 0)] or tensors[:1]
@@ -317,9 +331,9 @@ def cat(tensors, dim=0):
     return apply(P.concatenate, tuple(tensors), (d,), shape, dt)
 
 
-concat = cat
 
 
+@torch_op(method=False)
 def stack(tensors, dim=0):
     tensors = _check_cat(tensors, dim, "stack")
     ref = tensors[0]._node.shape
@@ -364,6 +378,7 @@ def _host_join(tensors, d, dt, join):
     return Tensor(ir.data_node(_to_device(arr, dev), tuple(arr.shape), dt, dev))
 
 
+@torch_op(top=False)
 def split(x, split_size_or_sections, dim=0):
     shp = x._node.shape
     d = _norm_dim(dim, len(shp), "split")
@@ -387,6 +402,7 @@ def split(x, split_size_or_sections, dim=0):
     return tuple(out)
 
 
+@torch_op(top=False)
 def chunk(x, chunks, dim=0):
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
@@ -395,17 +411,20 @@ def chunk(x, chunks, dim=0):
     return split(x, builtins.max(k, 1), dim)
 
 
+@torch_op(top=False)
 def unbind(x, dim=0):
     d = _norm_dim(dim, x.ndim, "unbind")
     return tuple(squeeze(narrow(x, d, i, 1), d) for i in range(x._node.shape[d]))
 
 
+@torch_op(inplace=True)
 def tril(x, diagonal=0):
     if x.ndim < 2:
         raise ValueError(f"tril: input tensor must have at least 2 dimensions (got {x.ndim})")
     return apply(P.tril, (x,), (diagonal,), x._node.shape, x._node.dtype)
 
 
+@torch_op(inplace=True)
 def triu(x, diagonal=0):
     if x.ndim < 2:
         raise ValueError(f"triu: input tensor must have at least 2 dimensions (got {x.ndim})")
@@ -435,9 +454,11 @@ def pad(x, pad, mode="constant", value=0.0):
     return _pad_prim(x, lo, hi, [0] * nd, v)
 
 
+@torch_op(top=False)
 def contiguous(x):
     return x
 
 
+@torch_op(top=False)
 def clone(x):
     return mul(x, 1) if x.requires_grad else Tensor(x._node)

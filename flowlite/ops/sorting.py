@@ -24,6 +24,7 @@ from ._core import (_scalar_types, _take_along_prim, as_tensor, to_dtype)
 from .elementwise import (isnan, where)
 from .shape import (narrow, reshape, squeeze)
 from .reduction import (sum)
+from ._registry import torch_op
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])
 TopkResult = collections.namedtuple("topk", ["values", "indices"])
@@ -52,6 +53,7 @@ def _argsort_prim(x, dim, descending):
                  x._node.shape, _index_dtype())
 
 
+@torch_op
 def sort(x, dim=-1, descending=False, stable=False):
     """(values, indices) along dim; always stable (a valid choice for stable=False too)."""
     _check_tensor(x, "sort")
@@ -63,14 +65,17 @@ def sort(x, dim=-1, descending=False, stable=False):
     return SortResult(_take_along_prim(x, idx, d), idx)
 
 
+@torch_op
 def argsort(x, dim=-1, descending=False, stable=False):
     return sort(x, dim, descending, stable).indices
 
 
+@torch_op
 def msort(x):
     return sort(x, 0).values
 
 
+@torch_op
 def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - PyTorch's name
     """The k largest (smallest) elements along dim, in order, with their indices."""
     _check_tensor(x, "topk")
@@ -123,6 +128,7 @@ def _unzero(res, was_0d, keepdim, cls):
     return cls(reshape(res.values, ()), reshape(res.indices, ()))
 
 
+@torch_op
 def kthvalue(x, k, dim=-1, keepdim=False):
     """The k-th smallest element along dim (NaN counts as the largest) and its index."""
     y, d, z = _prepare(x, dim, "kthvalue")
@@ -166,6 +172,7 @@ def _median_all(x, op, ignore_nan):
     return apply(P.distribute_grad, (x, v), (), (), x._node.dtype)
 
 
+@torch_op
 def median(x, dim=None, keepdim=False):
     """The lower of the two middle values (PyTorch's median); NaN if the input has a NaN."""
     if dim is None:
@@ -173,6 +180,7 @@ def median(x, dim=None, keepdim=False):
     return _median_dim(x, dim, keepdim, "median", False)
 
 
+@torch_op
 def nanmedian(x, dim=None, keepdim=False):
     """median ignoring NaNs (NaN only where every element is NaN)."""
     if dim is None:
@@ -180,6 +188,7 @@ def nanmedian(x, dim=None, keepdim=False):
     return _median_dim(x, dim, keepdim, "nanmedian", True)
 
 
+@torch_op
 def mode(x, dim=-1, keepdim=False):
     """The most frequent value along dim (the smallest if several are) and the index of its
     last occurrence."""
@@ -192,6 +201,7 @@ def mode(x, dim=-1, keepdim=False):
     return _unzero(ModeResult(values, idx), z, keepdim, ModeResult)
 
 
+@torch_op
 def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):  # noqa: A002
     """Distinct elements (sorted; NaNs are never merged, as in PyTorch). The output's size
     depends on the data, so this reads the input on the host: a sync."""
@@ -219,6 +229,7 @@ def unique(x, sorted=True, return_inverse=False, return_counts=False, dim=None):
     return out[0] if len(out) == 1 else tuple(out)
 
 
+@torch_op(method=False)
 def searchsorted(sorted_sequence, input, out_int32=False, right=False, side=None,  # noqa: A002
                  sorter=None):
     """Indices where `input` would be inserted into the innermost dim of sorted_sequence to
@@ -256,6 +267,7 @@ def searchsorted(sorted_sequence, input, out_int32=False, right=False, side=None
     return apply(P.searchsorted, (seq, v), (builtins.bool(right), out), v._node.shape, out)
 
 
+@torch_op(method=False)
 def bucketize(input, boundaries, out_int32=False, right=False):  # noqa: A002
     """The bucket of each element: boundaries[i-1] < x <= boundaries[i] (right=True:
     boundaries[i-1] <= x < boundaries[i])."""
