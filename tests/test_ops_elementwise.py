@@ -550,3 +550,45 @@ def test_tan_added_through_the_float_unary_table_matches_pytorch():
     y = fl.tensor(xs)
     y.tan_()
     np.testing.assert_allclose(y.numpy(), np.tan(xs), rtol=1e-6)
+
+
+# ---- hypot (declared whole in ops/elementwise.py) ------------------------------------------------
+def test_hypot_values_and_grads_with_broadcasting_match_jax(x64):
+    x, y = randn(3, 4, seed=11), randn(4, seed=12)
+    check_grad(lambda a, b: (fl.hypot(a, b), a.hypot(b), fl.hypot(b, a)),
+               lambda a, b: (jnp.hypot(a, b), jnp.hypot(a, b), jnp.hypot(b, a)), x, y)
+    check_fd(lambda a, b: fl.hypot(a, b), randn(2, 3, seed=13), randn(3, seed=14))
+
+
+def test_hypot_matches_pytorch_forward_backward_in_place_and_dtypes():
+    import torch
+    xs = np.array([0.0, 3.0, -1.0, 1e30, 1e-30], np.float32)
+    ys = np.array([0.0, 4.0, 2.0, 1e30, 1e-30], np.float32)
+    x, y = fl.tensor(xs, requires_grad=True), fl.tensor(ys, requires_grad=True)
+    out = fl.hypot(x, y)
+    out.sum().backward()
+    tx, ty = torch.tensor(xs, requires_grad=True), torch.tensor(ys, requires_grad=True)
+    tout = torch.hypot(tx, ty)
+    tout.sum().backward()
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-6)
+    # nan at the origin, like PyTorch
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6, equal_nan=True)
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-6, equal_nan=True)
+    h = fl.tensor([3.0], dtype=fl.float16)
+    assert fl.hypot(h, fl.tensor([4.0])).dtype is fl.float32       # promoted, as in torch
+    assert fl.hypot(h, 4.0).dtype is fl.float16
+    b = fl.tensor([3.0, 5.0], dtype=fl.bfloat16)
+    np.testing.assert_allclose(fl.hypot(b, b).float().numpy(),
+                               torch.hypot(torch.tensor([3.0, 5.0], dtype=torch.bfloat16),
+                                           torch.tensor([3.0, 5.0], dtype=torch.bfloat16))
+                               .float().numpy())
+    z = fl.tensor([1.0, 6.0])
+    z.hypot_(fl.tensor([1.0, 8.0]))
+    np.testing.assert_allclose(z.numpy(), [2 ** 0.5, 10.0], rtol=1e-6)
+
+
+def test_hypot_of_integer_tensors_is_not_implemented_as_in_pytorch():
+    with pytest.raises(NotImplementedError, match=r"hypot\(\).*int.*shape \(2,\)"):
+        fl.hypot(fl.tensor([3, 4]), fl.tensor([4, 3]))
+    with pytest.raises(ValueError, match="hypot"):
+        fl.hypot(fl.ones(2), fl.ones(3))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 
+import jax.numpy as jnp
 import numpy as np
 
 from .. import dtypes as D
@@ -15,7 +16,7 @@ from .. import primitives as P
 from ..checks import IntegerDivisionByZeroError, nonzero_divisor
 from ..tensor import Tensor, apply, tensor
 from ._core import (_binary, _promote_nodes, _scalar, _scalar_result, _scalar_types, _unary,
-                    as_tensor, broadcast_shapes, nonzero, to_dtype)
+                    as_tensor, broadcast_shapes, broadcast_to, nonzero, to_dtype)
 from ._registry import register, torch_op
 
 
@@ -387,3 +388,29 @@ def bitwise_left_shift(x, y):
 def bitwise_right_shift(x, y):
     """x >> y for integer tensors (arithmetic for signed ones, as in PyTorch)."""
     return _shift(P.shift_right, "bitwise_right_shift (>>)", x, y)
+
+
+# ---- hypot: primitive, gradient and front end in one place ----------------------------------
+def _hypot_vjp(a, i, o, g):
+    # d/dx sqrt(x^2 + y^2) = x / out (nan at the origin, as in PyTorch); the operands were
+    # broadcast to one shape before the primitive, so no cotangent needs unbroadcasting
+    x, y = i
+    return mul(g, div(x, o)), mul(g, div(y, o))
+
+
+_hypot = ir.Prim("hypot", lambda a, x, y: jnp.hypot(x, y), _hypot_vjp, elementwise=True)
+
+
+@torch_op(inplace=True)
+def hypot(x, other):
+    """sqrt(x**2 + other**2) elementwise, without overflow for large operands (PyTorch's
+    torch.hypot); float tensors, broadcast and promoted together."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"hypot(): argument 'input' must be Tensor, not {type(x).__name__}")
+    y = other if isinstance(other, Tensor) else _lift(other, x)
+    if x.dtype.kind != "f" and y.dtype.kind != "f":
+        raise NotImplementedError(f"hypot(): not implemented for integer or bool operands "
+                                  f"({x.dtype} of shape {tuple(x.shape)} and {y.dtype} of shape "
+                                  f"{tuple(y.shape)}); convert them to a float dtype")
+    shape = broadcast_shapes(x._node.shape, y._node.shape, op="hypot")
+    return _binary(_hypot, broadcast_to(x, shape), broadcast_to(y, shape), "float")
