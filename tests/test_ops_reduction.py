@@ -262,3 +262,69 @@ def test_std_of_a_constant_row_has_pytorch_zero_gradient_not_nan():
     c = fl.ones(4, requires_grad=True)
     c.std().backward()
     assert c.std().item() == 0.0 and c.grad.tolist() == [0.0] * 4
+
+
+# ---- nansum / nanmean (declared whole in ops/reduction.py) ------------------------------------
+def _with_nans(seed):
+    a = np.random.default_rng(seed).standard_normal((3, 4)).astype(np.float32)
+    a[0, 1] = a[2, 0] = a[2, 3] = np.nan
+    a[1, :] = np.nan                       # a row with nothing but NaN
+    return a
+
+
+def test_nansum_and_nanmean_match_pytorch_values_and_gradients():
+    import torch
+    a = _with_nans(0)
+    for dim, keepdim in ((None, False), (1, False), (0, True), ((0, 1), False), (-1, True)):
+        for name in ("nansum", "nanmean"):
+            x = fl.tensor(a, requires_grad=True)
+            t = torch.tensor(a, requires_grad=True)
+            kw = {} if dim is None else {"dim": dim, "keepdim": keepdim}
+            out = getattr(fl, name)(x, **kw)
+            ref = getattr(torch, name)(t, **kw)
+            w = np.random.default_rng(1).standard_normal(tuple(ref.shape)).astype(np.float32)
+            (out * fl.tensor(w)).sum().backward()
+            (ref * torch.tensor(w)).sum().backward()
+            assert tuple(out.shape) == tuple(ref.shape), (name, dim)
+            np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-6,
+                                       equal_nan=True, err_msg=f"{name} dim={dim}")
+            g, tg = x.grad.numpy(), t.grad.numpy()
+            if name == "nanmean" and dim in (1, -1):
+                # the all-NaN row: PyTorch's gradient is NaN there (inf * 0), flowlite's zero
+                assert np.isnan(tg[1]).all() and (g[1] == 0).all()
+                g, tg = np.delete(g, 1, 0), np.delete(tg, 1, 0)
+            np.testing.assert_allclose(g, tg, rtol=1e-6, equal_nan=True,
+                                       err_msg=f"{name} grad dim={dim}")
+    x = fl.tensor(a)
+    np.testing.assert_allclose(x.nansum(1).numpy(), np.nansum(a, 1), rtol=1e-6)
+    with np.errstate(all="ignore"):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            np.testing.assert_allclose(x.nanmean(0).numpy(), np.nanmean(a, 0), rtol=1e-6)
+
+
+def test_nansum_dtypes_follow_pytorch():
+    import torch
+    assert fl.nansum(fl.tensor([1, 2])).dtype is fl.tensor([1, 2]).sum().dtype   # like sum
+    assert int(fl.nansum(fl.tensor([1, 2]))) == 3
+    assert fl.nansum(fl.tensor([True, True])).item() == 2
+    h = fl.tensor([1.0, float("nan")], dtype=fl.float16)
+    assert fl.nansum(h).dtype is fl.float16
+    assert fl.nansum(h, dtype=fl.float32).dtype is fl.float32
+    np.testing.assert_allclose(
+        fl.nanmean(fl.tensor([1.0, float("nan"), 4.0], dtype=fl.bfloat16)).float().item(),
+        torch.nanmean(torch.tensor([1.0, float("nan"), 4.0], dtype=torch.bfloat16)).float().item())
+
+
+def test_nanmean_of_an_integer_tensor_raises_runtime_error_as_in_pytorch():
+    with pytest.raises(RuntimeError, match=r"nanmean\(\).*int.*\(2,\)"):
+        fl.nanmean(fl.tensor([1, 2]))
+    assert fl.nanmean(fl.tensor([1, 3]), dtype=fl.float32).item() == 2.0
+
+
+def test_nansum_gradient_against_jax(x64):
+    a = _with_nans(2).astype(np.float64)
+    a[1, :] = 0.5                                    # finite sums for the jax reference
+    check_grad(lambda t: (fl.nansum(t, 1), fl.nanmean(t, 0)),
+               lambda t: (jnp.nansum(t, 1), jnp.nanmean(t, 0)), a)

@@ -13,7 +13,8 @@ from .. import dtypes as D
 from .. import primitives as P
 from ..tensor import Tensor, apply, tensor, _norm_dim
 from ._core import (_take_along_prim, to_dtype)
-from .elementwise import (abs, eq, exp, isfinite, log, maximum, minimum, ne, pow, sqrt, where)
+from .elementwise import (abs, eq, exp, isfinite, isnan, log, logical_not, maximum, minimum, ne,
+                          pow, sqrt, where)
 from .shape import (reshape, squeeze)
 from ._registry import torch_op
 
@@ -76,6 +77,27 @@ def mean(x, dim=None, keepdim=False, dtype=None):
         n *= x._node.shape[a]
     s = sum(x, axes, keepdim)
     return s / n if n != 1 else s
+
+
+@torch_op
+def nansum(x, dim=None, keepdim=False, dtype=None):
+    """sum() counting NaN as zero (PyTorch's torch.nansum); its gradient is zero at NaNs."""
+    if x.dtype.kind == "f":
+        x = where(isnan(x), 0.0, x)
+    return sum(x, dim, keepdim, dtype)
+
+
+@torch_op
+def nanmean(x, dim=None, keepdim=False, dtype=None):
+    """mean() over the non-NaN elements (PyTorch's torch.nanmean): NaN where all are NaN.
+    The gradient at a NaN element is zero -- also where all are NaN, where PyTorch's is NaN."""
+    if dtype is not None:
+        x = to_dtype(x, dtype)
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"nanmean(): expected input to have floating point dtype but got "
+                           f"{x.dtype} (shape {tuple(x.shape)})")
+    count = sum(to_dtype(logical_not(isnan(x)), x.dtype), dim, keepdim)
+    return nansum(x, dim, keepdim) / count
 
 
 def _reduce_extreme(prim, x, axes, keepdim):
