@@ -107,7 +107,7 @@ def _check_divisor(y, out, op):
     return out
 
 
-@torch_op
+@torch_op(inplace=True)
 def atan2(x, y):
     return _binary(P.atan2, x, y, "float")
 
@@ -144,32 +144,32 @@ def minimum(x, y):
     return _binary(P.minimum, x, y)
 
 
-@torch_op
+@torch_op(inplace=True)
 def eq(x, y):
     return _binary(P.eq, x, y, "bool")
 
 
-@torch_op
+@torch_op(inplace=True)
 def ne(x, y):
     return _binary(P.ne, x, y, "bool")
 
 
-@torch_op
+@torch_op(inplace=True)
 def lt(x, y):
     return _binary(P.lt, x, y, "bool")
 
 
-@torch_op
+@torch_op(inplace=True)
 def le(x, y):
     return _binary(P.le, x, y, "bool")
 
 
-@torch_op
+@torch_op(inplace=True)
 def gt(x, y):
     return _binary(P.gt, x, y, "bool")
 
 
-@torch_op
+@torch_op(inplace=True)
 def ge(x, y):
     return _binary(P.ge, x, y, "bool")
 
@@ -184,17 +184,17 @@ def _logical(prim, name, x, y):
     return _binary(prim, x, y)
 
 
-@torch_op
+@torch_op(inplace=True)
 def logical_and(x, y):
     return _binary(P.bit_and, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
 
 
-@torch_op
+@torch_op(inplace=True)
 def logical_or(x, y):
     return _binary(P.bit_or, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
 
 
-@torch_op
+@torch_op(inplace=True)
 def logical_xor(x, y):
     return _binary(P.bit_xor, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
 
@@ -204,7 +204,7 @@ def logical_not(x):
     return apply(P.logical_not, (to_dtype(x, D.bool_),), (), x._node.shape, D.bool_)
 
 
-@torch_op(top=False)
+@torch_op(inplace=True)
 def bitwise_not(x):
     if x.dtype.kind == "f":
         raise TypeError(f"bitwise_not (~): not supported for floating-point tensors ({x.dtype})")

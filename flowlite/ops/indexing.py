@@ -303,7 +303,7 @@ def _index_set(x, spec, tensors, v):
     return apply(P.index_set, (x, v) + tuple(tensors), (spec,), x._node.shape, x._node.dtype)
 
 
-@torch_op(top=False, inplace=True)
+@torch_op(inplace=True)
 def index_put(x, idx, value, accumulate=False):
     spec, tensors, _ = _parse_index(x, idx)
     v = to_dtype(as_tensor(value, dtype=x.dtype), x.dtype) if not isinstance(value, Tensor) \
@@ -441,7 +441,7 @@ def index_select(x, dim, index):
     return out
 
 
-@torch_op(top=False, inplace=True)
+@torch_op(inplace=True)
 def index_add(x, dim, index, source, alpha=1):
     index = _check_index_tensor(index, "index_add")
     d = _norm_dim(dim, x.ndim, "index_add")

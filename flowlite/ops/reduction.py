@@ -234,7 +234,7 @@ def logsumexp(x, dim, keepdim=False):
     return s if keepdim else reshape(s, _reduced_shape(x._node.shape, axes, False))
 
 
-@torch_op
+@torch_op(inplace=True)
 def cumsum(x, dim, reverse=False, dtype=None):
     if dtype is not None:
         x = to_dtype(x, dtype)
@@ -246,7 +246,7 @@ def cumsum(x, dim, reverse=False, dtype=None):
     return apply(P.cumsum, (x,), (ax, reverse), x._node.shape, x._node.dtype)
 
 
-@torch_op
+@torch_op(inplace=True)
 def cumprod(x, dim):
     ax = _norm_dim(dim, len(x._node.shape), "cumprod")
     if not x._node.shape:

@@ -459,6 +459,7 @@ def contiguous(x):
     return x
 
 
-@torch_op(top=False)
-def clone(x):
+@torch_op
+def clone(x, *, memory_format=None):
+    # memory_format: flowlite tensors have no strides of their own to preserve
     return mul(x, 1) if x.requires_grad else Tensor(x._node)
