@@ -57,7 +57,6 @@ from . import debug
 from . import distributed
 from .debug import strict, eager, detect_anomaly
 
-from_numpy = from_numpy
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -1128,12 +1128,23 @@ def _pack_scalars(scalars):
                                                                   key=lambda kv: kv[0].name))
 
 
+_on_clear: list = []
+
+
+def on_clear(fn) -> None:
+    """Call `fn()` from every clear_cache(): for caches kept above this layer (device
+    constants of nn.functional, the front end's baked constants)."""
+    _on_clear.append(fn)
+
+
 def clear_cache() -> None:
     """Drop every compiled executable (the next sync of each graph compiles again, or loads
-    it from JAX's persistent cache)."""
+    it from JAX's persistent cache) and every cache registered with on_clear."""
     _cache.clear()
     _by_stream.clear()
     buckets.clear()
+    for fn in _on_clear:
+        fn()
 
 
 # a new float32 matmul precision is baked into programs compiled from now on

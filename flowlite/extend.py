@@ -22,6 +22,8 @@ What it offers:
   while keeping its identity), and recording an update whose outputs replace tensors in
   place (an optimizer step);
 * reading what a tensor is without a sync: `is_pending`, `device_array`;
+* `on_clear_cache(fn)`: `fn()` runs in every `flowlite.clear_cache()` (a layer's own caches
+  of device data are dropped with the executables);
 * checked execution: `check_index(index, size, op, out=result)` records an in-graph bounds
   check of an index tensor that raises IndexError at the sync (flowlite.checks);
 * devices and placement: `Device`, `device(...)` (PyTorch's `torch.device`), and `put`
@@ -43,7 +45,7 @@ from .tensor import Size, Tensor, from_jax, from_numpy, tensor
 from .tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .recording import (host_scalar, rebind, record, record_into, set_value,
                         share, share_into)
-from .executor import sync as _sync, verify_pending as _verify_pending
+from .executor import on_clear as on_clear_cache, sync as _sync, verify_pending as _verify_pending
 from .checks import index_in_range as check_index, checks_enabled
 from .compile import register_guard
 from .distributed import Mesh, data_parallel, global_batch, shard_batch
@@ -53,7 +55,7 @@ __all__ = ["Tensor", "Size", "ops", "prims", "random", "dtypes", "scan", "no_gra
            "tensor", "Prim", "primitive", "record", "record_into", "rebind", "set_value",
            "share", "share_into", "host_scalar", "is_pending", "device_array", "sync",
            "user_site", "register_guard", "Device", "device", "put", "Mesh", "data_parallel",
-           "shard_batch", "global_batch", "check_index", "checks_enabled"]
+           "shard_batch", "global_batch", "check_index", "checks_enabled", "on_clear_cache"]
 
 _DATA = _ir.DATA
 

@@ -57,10 +57,6 @@ class Mesh:
         return self.replicated
 
 
-def mesh_of(device):
-    return getattr(device, "mesh", None)
-
-
 def device_for_sharding(sharding):
     """The flowlite device of an array placed with `sharding` (a mesh device or None)."""
     if isinstance(sharding, NamedSharding):

@@ -263,3 +263,13 @@ def test_layer_norm_primitive_bias_only_whole_input_and_second_order_match_jax(x
     np.testing.assert_allclose(gx.numpy(), rgx, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(gb.numpy(), rgb, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(ggx.numpy(), rggx, rtol=1e-7, atol=1e-10)
+
+
+def test_clear_cache_also_drops_nn_functionals_device_constants():
+    import flowlite.nn.functional as nnF
+    x = fl.tensor(np.arange(2 * 3 * 4 * 4, dtype=np.float32).reshape(2, 3, 4, 4))
+    before = nnF.unfold(x, 2).numpy()
+    assert nnF._const_cache
+    fl.clear_cache()
+    assert not nnF._const_cache
+    np.testing.assert_array_equal(nnF.unfold(x, 2).numpy(), before)

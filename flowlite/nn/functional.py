@@ -14,8 +14,8 @@ import numbers
 
 import numpy as np
 
-from ..extend import (Tensor, check_index, dtypes as D, from_numpy, no_grad, ops as F, prims as P,
-                      random as R, rebind, record)
+from ..extend import (Tensor, check_index, dtypes as D, from_numpy, no_grad, on_clear_cache,
+                      ops as F, prims as P, random as R, rebind, record)
 
 __all__ = [
     "linear", "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
@@ -47,6 +47,7 @@ def _ntuple(v, n, name="argument"):
 
 
 _const_cache: dict = {}
+on_clear_cache(_const_cache.clear)     # flowlite.clear_cache() frees these device buffers too
 
 
 def _const(key, build, dtype, device) -> Tensor:

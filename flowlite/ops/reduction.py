@@ -26,8 +26,6 @@ def _axes(x, dim, op):
         return tuple(range(nd))
     if isinstance(dim, (list, tuple)):
         axes = tuple(sorted({_norm_dim(d, nd, op) for d in dim}))
-        if not axes and dim is not None:
-            return tuple(range(nd)) if isinstance(dim, list) and not dim and False else axes
         return axes if nd else ()
     ax = _norm_dim(dim, nd, op)
     return (ax,) if nd else ()  # a 0-d tensor accepts dim 0 / -1 and reduces nothing
