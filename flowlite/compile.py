@@ -34,10 +34,10 @@ import warnings
 import weakref
 
 import jax
-import numpy as np
 
 from . import executor, ir, matmul_precision, metrics
 from .device import default_device
+from .lowering import pack_groups, pack_values
 from .runtime import rt
 from .tensor import Tensor
 
@@ -357,10 +357,7 @@ class CompiledFunction:
         plan.state_meta = [(leaf.shape, leaf.dtype) for leaf in leaves]
         plan.out_meta = [(r.shape, r.dtype, ir.intern_sig((_DATA, (), r.shape, r.dtype, 0)),
                           r.device or default_device()) for r in roots]
-        groups = {}
-        for i, sc in enumerate(scalars):
-            groups.setdefault(sc.dtype, []).append(i)
-        plan.pack_layout = [(d.np, groups[d]) for d in sorted(groups, key=lambda d: d.name)]
+        plan.pack_layout = pack_groups([sc.dtype for sc in scalars])
         plan.const_owners = _const_owners(sources)
         plan.captured = None
         plan.fast_args = None
@@ -793,8 +790,7 @@ def _same_consts(prev, info):
 
 
 def _pack(plan, scalars):
-    # same layout as executor._pack_scalars: one array per dtype, sorted by dtype name
-    return tuple(np.array([scalars[i] for i in idx], dtype=d) for d, idx in plan.pack_layout)
+    return pack_values(plan.pack_layout, scalars)
 
 
 def _opt_key(site):

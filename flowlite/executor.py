@@ -28,6 +28,7 @@ from . import buckets, host_eval, ir, matmul_precision, metrics
 from .device import default_device
 from .graph_key import out_codes
 from .lowering import Executable, build_executable  # noqa: F401  (Executable: re-exported)
+from .lowering import pack_groups, pack_values
 from .runtime import KeyStream, rt
 from .tape import saved_pending_nodes
 
@@ -1120,12 +1121,8 @@ def memory_error(exe, device):
 
 
 def _pack_scalars(scalars):
-    """All host scalars of a graph travel as one small array per dtype."""
-    by_dtype = {}
-    for s in scalars:
-        by_dtype.setdefault(s.dtype, []).append(s.value)
-    return tuple(np.asarray(v, dtype=d.np) for d, v in sorted(by_dtype.items(),
-                                                                  key=lambda kv: kv[0].name))
+    """All host scalars of a graph travel as one small array per dtype (lowering.pack_groups)."""
+    return pack_values(pack_groups([s.dtype for s in scalars]), [s.value for s in scalars])
 
 
 _on_clear: list = []

@@ -17,6 +17,7 @@ import time
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import SingleDeviceSharding
 
 from . import fusion, matmul_precision
@@ -138,15 +139,27 @@ def lower_for(jitted, device, args):
         return jitted.lower(*args)
 
 
+def pack_groups(dtypes):
+    """The host-scalar packing layout, defined here only: a graph's host scalars travel as one
+    array per dtype, the dtypes ordered by name.  -> [(dtype, positions of its scalars)]."""
+    groups = {}
+    for i, d in enumerate(dtypes):
+        groups.setdefault(d, []).append(i)
+    return [(d, groups[d]) for d in sorted(groups, key=lambda d: d.name)]
+
+
+def pack_values(groups, values):
+    """The packed arrays of `values` (one per scalar) in the layout `groups` (pack_groups)."""
+    return tuple(np.array([values[i] for i in idx], dtype=d.np) for d, idx in groups)
+
+
 def scalar_layout(scalars):
-    """(slot, pack index, position in the pack) of each (slot, dtype) host scalar: they
-    travel as one array per dtype, the dtypes ordered by name (executor._pack_scalars)."""
-    dtypes = sorted({d for _, d in scalars}, key=lambda d: d.name)
-    counts = {d: 0 for d in dtypes}
-    layout = []
-    for slot, d in scalars:
-        layout.append((slot, dtypes.index(d), counts[d]))
-        counts[d] += 1
+    """(slot, pack index, position in the pack) of each (slot, dtype) host scalar, in the
+    layout of pack_groups."""
+    layout = [None] * len(scalars)
+    for p, (_d, idx) in enumerate(pack_groups([d for _, d in scalars])):
+        for k, i in enumerate(idx):
+            layout[i] = (scalars[i][0], p, k)
     return layout
 
 
