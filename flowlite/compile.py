@@ -22,7 +22,7 @@ building the full signature.
 
 Layer: above the tensor — imports ir, runtime, executor, metrics, device and tensor; nn
 registers its Module guard (`register_guard`) and optimizers answer
-`_hyperparams_from_group()`, so nothing here imports nn or optim.
+`hyperparams_from_group()`, so nothing here imports nn or optim.
 """
 from __future__ import annotations
 
@@ -726,9 +726,9 @@ def _returned(result, roots, sources):
 
 def _hp_cacheable(opt):
     """An optimizer whose hyper-parameters derive from its param group alone says so
-    (`_hyperparams_from_group()`): an unchanged group then means unchanged values; any
+    (`hyperparams_from_group()`): an unchanged group then means unchanged values; any
     other (Optax, user overrides) is re-read on every replay."""
-    own = getattr(opt, "_hyperparams_from_group", None)
+    own = getattr(opt, "hyperparams_from_group", None)
     return bool(own is not None and own())
 
 
@@ -765,7 +765,7 @@ def _scalar_pack(plan, rng_base):
                     break
             else:
                 continue                  # the same entries: the same values as last time
-        key, hyper = opt._tx_for(hg.gi)
+        key, hyper = opt.update_transform(hg.gi)
         if key != hg.key:                 # an option changed the update's structure
             return _FALLBACK
         for p, name in hg.names:
@@ -795,7 +795,7 @@ def _pack(plan, scalars):
 
 def _opt_key(site):
     opt = site[1]()
-    return opt._tx_for(site[2])[0] if opt is not None else None
+    return opt.update_transform(site[2])[0] if opt is not None else None
 
 
 

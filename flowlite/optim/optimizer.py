@@ -212,15 +212,20 @@ class Optimizer:
     def _transform(self, group):
         raise NotImplementedError
 
-    def _hyperparams_from_group(self) -> bool:
+    # ---- the seam flowlite.compile uses (it imports nothing of optim) ----
+    def hyperparams_from_group(self) -> bool:
         """flowlite's own optimizers derive their hyper-parameters from the param group alone
-        (this `_tx_for` over a flowlite `_transform`), so flowlite.compile may skip re-reading
-        them while the group is unchanged; Optax and user overrides are re-read every replay."""
+        (this `update_transform` over a flowlite `_transform`), so flowlite.compile may skip
+        re-reading them while the group is unchanged; Optax and user overrides are re-read
+        every replay."""
         cls = type(self)
-        return cls._tx_for is Optimizer._tx_for and \
+        return cls.update_transform is Optimizer.update_transform and \
             getattr(cls._transform, "__module__", "").startswith("flowlite.optim.")
 
-    def _tx_for(self, gi):
+    def update_transform(self, gi):
+        """(key, hyper) of param group `gi`: `key` names the recorded update's transformation
+        (its structure: a changed key is a new program), `hyper` its hyper-parameter values
+        (inputs of every update, as data)."""
         group = self.param_groups[gi]
         factory, hyper, static = self._transform(group)
         # maximize flips the update's sign inside the recorded node: part of its structure
@@ -237,12 +242,12 @@ class Optimizer:
             zeros = [jnp.zeros(tuple(p.shape), p.dtype.np) for p in group["params"]]
             tx = _TX[key]
             if type(tx) is _Factory:
-                hyper = {k: float(_as_float(v)) for k, v in self._tx_for(gi)[1].items()}
+                hyper = {k: float(_as_float(v)) for k, v in self.update_transform(gi)[1].items()}
                 return tx.init(zeros, hyper)
             return tx.init(zeros)
 
     def _init_state(self, gi):
-        key, _ = self._tx_for(gi)
+        key, _ = self.update_transform(gi)
         leaves, treedef = jax.tree_util.tree_flatten(self._init_values(gi, key))
         params = self.param_groups[gi]["params"]
         self._opt_state.append([from_jax(_place_like(v, params)) for v in leaves])
@@ -257,7 +262,7 @@ class Optimizer:
         Options that change the state's structure (SGD's momentum becoming non-zero,
         amsgrad switched on, ...) get a freshly initialised state, as PyTorch creates
         missing buffers lazily; options that keep the structure reuse the state."""
-        key, hyper = self._tx_for(gi)
+        key, hyper = self.update_transform(gi)
         if key != self._keys[gi]:
             old = self._opt_state[gi]
             group = self.param_groups[gi]
@@ -341,7 +346,7 @@ class Optimizer:
                  bool(group.get("maximize", False)))
         # flowlite's own optimizers derive everything from the group's entries: while those
         # are the same objects, all of this holds; others (Optax, user overrides) re-read
-        snap = _group_entries(group) if self._hyperparams_from_group() else None
+        snap = _group_entries(group) if self.hyperparams_from_group() else None
         # the update node's signature hashes every shape and the optax treedef: record_into
         # interns it once per group and reuses it while nothing it covers has changed
         memo = prev[4] if prev is not None else {}
@@ -360,7 +365,7 @@ class Optimizer:
                                   ("hparam", weakref.ref(self), gi, name))
 
     def current_hparam(self, gi, name) -> float:
-        return float(_as_float(self._tx_for(gi)[1][name]))
+        return float(_as_float(self.update_transform(gi)[1][name]))
 
     def _record_subset(self, gi, live, key, hyper):
         # Rare path (some params unused this step): fall back to a per-group update where
@@ -553,7 +558,7 @@ class Optax(Optimizer):
         self._hp = dict(hyperparams or {})
         super().__init__(params, dict(self._hp))
 
-    def _tx_for(self, gi):
+    def update_transform(self, gi):
         group = self.param_groups[gi]
         key = ("Optax", id(self._tx), bool(group.get("maximize", False)))
         _TX.setdefault(key, self._tx)
