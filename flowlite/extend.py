@@ -24,6 +24,10 @@ What it offers:
 * reading what a tensor is without a sync: `is_pending`, `device_array`;
 * `on_clear_cache(fn)`: `fn()` runs in every `flowlite.clear_cache()` (a layer's own caches
   of device data are dropped with the executables);
+* primitive-level recorders for layers built below PyTorch's names (`nn.functional`):
+  `conv(x, w, attrs, bias)`, `conv_input_grad(g, w, attrs, x_shape)`,
+  `reduce_window(x, attrs)`, `slice_strided(x, starts, stops, steps)`,
+  `pad_general(x, lo, hi, interior, value)`, `take_along(x, index, dim)` (unchecked indices);
 * checked execution: `check_index(index, size, op, out=result)` records an in-graph bounds
   check of an index tensor that raises IndexError at the sync (flowlite.checks);
 * devices and placement: `Device`, `device(...)` (PyTorch's `torch.device`), and `put`
@@ -55,9 +59,19 @@ __all__ = ["Tensor", "Size", "ops", "prims", "random", "dtypes", "scan", "no_gra
            "tensor", "Prim", "primitive", "record", "record_into", "rebind", "set_value",
            "share", "share_into", "host_scalar", "is_pending", "device_array", "sync",
            "user_site", "register_guard", "Device", "device", "put", "Mesh", "data_parallel",
-           "shard_batch", "global_batch", "check_index", "checks_enabled", "on_clear_cache"]
+           "shard_batch", "global_batch", "check_index", "checks_enabled", "on_clear_cache",
+           "conv", "conv_input_grad", "reduce_window", "slice_strided", "pad_general",
+           "take_along"]
 
 _DATA = _ir.DATA
+
+# primitive-level recorders (see the module docstring): the front end's own, under public names
+conv = ops._conv_raw
+conv_input_grad = ops._conv_input_grad
+reduce_window = ops._window_raw
+slice_strided = ops._slice_prim
+pad_general = ops._pad_prim
+take_along = ops._take_along_prim
 
 
 def primitive(name, lower, vjp=None, *, multi=False, nondiff=False, inplace=None,

@@ -52,3 +52,17 @@ def test_rebind_and_set_value_keep_the_tensor_identity():
     extend.set_value(w, fl.full((3,), 5.0))
     assert w.requires_grad and w.tolist() == [5.0, 5.0, 5.0]
     assert extend.share(w).tolist() == [5.0, 5.0, 5.0] and not extend.share(w).requires_grad
+
+
+def test_primitive_level_recorders_for_layers_are_public():
+    from flowlite import extend
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = fl.tensor(a)
+    np.testing.assert_array_equal(extend.slice_strided(x, (0, 1), (3, 4), (2, 2)).numpy(),
+                                  a[0:3:2, 1:4:2])
+    np.testing.assert_array_equal(extend.pad_general(x, (1, 0), (0, 2), (0, 0), -1.0).numpy(),
+                                  np.pad(a, ((1, 0), (0, 2)), constant_values=-1.0))
+    idx = fl.tensor(np.array([[3], [0], [2]]))
+    np.testing.assert_array_equal(extend.take_along(x, idx, 1).numpy(),
+                                  np.take_along_axis(a, np.array([[3], [0], [2]]), 1))
+    assert {"conv", "conv_input_grad", "reduce_window"} <= set(extend.__all__)

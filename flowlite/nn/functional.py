@@ -14,6 +14,7 @@ import numbers
 
 import numpy as np
 
+from .. import extend as X
 from ..extend import (Tensor, check_index, dtypes as D, from_numpy, no_grad, on_clear_cache,
                       ops as F, prims as P, random as R, rebind, record)
 
@@ -178,9 +179,9 @@ def _convnd(x, weight, bias, stride, padding, dilation, groups, nd, op):
     xdt = x.dtype
     if bias is not None and bias.shape == (cout,) and bias.dtype is xdt \
             and weight.dtype is xdt:
-        y = F._conv_raw(x, weight, attrs, bias)
+        y = X.conv(x, weight, attrs, bias)
     else:
-        y = F._conv_raw(x, weight, attrs)
+        y = X.conv(x, weight, attrs)
         if bias is not None:
             y = y + F.reshape(bias, (1, cout) + (1,) * nd)
     return y if batched else F.squeeze(y, 0)
@@ -231,7 +232,7 @@ def _conv_transpose_nd(x, weight, bias, stride, padding, output_padding, groups,
     # the transpose of the convolution that maps out_shape back to x; output_padding extends
     # the high side, i.e. that convolution pads the high side by p - output_padding
     attrs = (stride, tuple((p, p - o) for p, o in zip(pad, opad)), (1,) * nd, dilation, groups)
-    y = F._conv_input_grad(x, weight, attrs, out_shape)
+    y = X.conv_input_grad(x, weight, attrs, out_shape)
     if bias is not None:
         y = y + F.reshape(bias, (1, cout) + (1,) * nd)
     return y if batched else F.squeeze(y, 0)
@@ -317,19 +318,19 @@ def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indic
                                             ceil_mode, nd, op)
     if builtins.all(v == 1 for v in d):
         attrs = ("max", (1,) * lead + k, (1,) * lead + s, ((0, 0),) * lead + tuple(pads))
-        return F._window_raw(x, attrs)
+        return X.reduce_window(x, attrs)
     # the reduce_window primitive has no window dilation: dilated windows take the max of the
     # k strided slices of the (-inf)-padded input
     lo = [0] * lead + [p[0] for p in pads]
     hi = [0] * lead + [p[1] for p in pads]
     fill = _NEG_INF if x.dtype.kind == "f" else builtins.int(np.iinfo(x.dtype.np).min)
-    xp = F._pad_prim(x, lo, hi, [0] * x.ndim, fill) if builtins.any(lo + hi) else x
+    xp = X.pad_general(x, lo, hi, [0] * x.ndim, fill) if builtins.any(lo + hi) else x
     out = None
     for offs in np.ndindex(*k):
         starts = [0] * lead + [o * dd for o, dd in zip(offs, d)]
         stops = list(xp.shape[:lead]) + [st + (n - 1) * ss + 1
                                          for st, n, ss in zip(starts[lead:], outs, s)]
-        sl = F._slice_prim(xp, starts, stops, [1] * lead + list(s))
+        sl = X.slice_strided(xp, starts, stops, [1] * lead + list(s))
         out = sl if out is None else F.maximum(out, sl)
     return out
 
@@ -369,7 +370,7 @@ def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, div
     k, s, _, lead, outs, pads = _pool_setup(x, kernel_size, stride, padding, 1, ceil_mode, nd,
                                             op)
     attrs = ("sum", (1,) * lead + k, (1,) * lead + s, ((0, 0),) * lead + tuple(pads))
-    total = F._window_raw(x, attrs)
+    total = X.reduce_window(x, attrs)
     if divisor_override:
         return total / float(divisor_override)
     uniform = (count_include_pad and builtins.all(p[1] == p[0] for p in pads)) or \
@@ -482,7 +483,7 @@ def _adaptive_max(x, output_size, return_indices, nd, op):
     lead, spatial, out = _adaptive_sizes(x, output_size, nd, op)
     if builtins.all(n % o == 0 for n, o in zip(spatial, out)):
         k = tuple(n // o for n, o in zip(spatial, out))
-        return F._window_raw(x, ("max", (1,) * lead + k, (1,) * lead + k, ((0, 0),) * x.ndim))
+        return X.reduce_window(x, ("max", (1,) * lead + k, (1,) * lead + k, ((0, 0),) * x.ndim))
     # general case: per dim, the max over each (possibly overlapping) bin
     y = x
     for i in range(nd):
@@ -1400,7 +1401,7 @@ def _nll(logp, target, weight, ignore_index, reduction, op):
     t1 = F.unsqueeze(target, 1)
     keep = F.ne(t1, ignore_index)
     safe = F.where(keep, t1, 0)                        # ignored targets pick class 0, masked
-    picked = F._take_along_prim(logp, safe, 1)         # (N, 1, *); checked just below
+    picked = X.take_along(logp, safe, 1)         # (N, 1, *); checked just below
     _check_targets(target, c, ignore_index, op, logp, picked)
     if weight is not None:
         wt = F.where(keep, weight[safe], 0.0)
