@@ -57,8 +57,9 @@ class Mesh:
         return self.replicated
 
 
-def device_for_sharding(sharding):
-    """The flowlite device of an array placed with `sharding` (a mesh device or None)."""
+def device_for_sharding(sharding, create=True):
+    """The flowlite device of an array placed with `sharding` (a mesh device or None); with
+    create=False, only a mesh flowlite already made (a one-device mesh among them)."""
     if isinstance(sharding, NamedSharding):
         m = _meshes.get(id(sharding.mesh))
         if m is None:
@@ -67,6 +68,8 @@ def device_for_sharding(sharding):
                     m = cand
                     break
         if m is None:
+            if not create:
+                return None
             m = Mesh(sharding.mesh.axis_names, sharding.mesh.devices.shape,
                      list(sharding.mesh.devices.flat))
         return m.device

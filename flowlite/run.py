@@ -104,7 +104,7 @@ class _TorchModule(types.ModuleType):
             except AttributeError:
                 raise AttributeError(
                     f"flowlite has no equivalent of {sub} (looked for {target.__name__}.{name}); "
-                    "see 'Porting PyTorch code' in flowlite's README") from None
+                    "see flowlite's docs/porting.md") from None
         if callable(value) or isinstance(value, types.ModuleType):
             cache[name] = value             # functions and classes never change: skip the lookup
         return value
@@ -159,8 +159,8 @@ class TorchFinder(importlib.abc.MetaPathFinder):
             known = sorted(t for t in TORCH_MODULES if t.rpartition(".")[0] == parent)
             raise ModuleNotFoundError(
                 f"flowlite has no equivalent of the PyTorch module {fullname!r} (flowlite.run "
-                f"maps {', '.join(known) or 'no submodules of ' + parent}); see 'Porting "
-                "PyTorch code' in flowlite's README", name=fullname)
+                f"maps {', '.join(known) or 'no submodules of ' + parent}); see flowlite's "
+                "docs/porting.md", name=fullname)
         is_pkg = any(t.startswith(fullname + ".") for t in TORCH_MODULES)
         spec = importlib.machinery.ModuleSpec(fullname, self._loader, is_package=is_pkg)
         if is_pkg:

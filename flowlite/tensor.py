@@ -437,7 +437,8 @@ def from_jax(arr, device=None) -> Tensor:
         if len(devs) > 1:
             dev = device_for_sharding(arr.sharding)
         else:
-            dev = _from_jax(next(iter(devs)))
+            # placed on a flowlite mesh of one device: that mesh (as its parameters are)
+            dev = device_for_sharding(arr.sharding, create=False) or _from_jax(next(iter(devs)))
     return Tensor(ir.data_node(arr, tuple(arr.shape), d, dev))
 
 

@@ -8,6 +8,9 @@ import subprocess
 import sys
 import textwrap
 
+import jax
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 DP_SCRIPT = textwrap.dedent("""
@@ -129,3 +132,20 @@ def test_two_processes_train_to_identical_parameters(tmp_path):
         assert p.returncode == 0, e[-3000:]
     w = [o.split("W")[-1].strip() for o, _ in outs]
     assert w[0] == w[1] and len(w[0]) > 10
+
+
+def test_optimizer_state_on_a_one_device_mesh_lives_on_that_mesh():
+    # from_jax of an array on a flowlite mesh of one device: the mesh, as for its parameters
+    # (AdamW's state used to land on cpu:0 and the first step raised "two devices")
+    import flowlite as fl
+    from flowlite import nn, optim
+    model = nn.Linear(16, 4)
+    mesh = fl.distributed.Mesh(("data",), devices=jax.devices()[:1])
+    fl.distributed.data_parallel(model, mesh)
+    opt = optim.AdamW(model.parameters())
+    assert all(s.device is model.weight.device for s in opt._opt_state[0])
+    x = fl.from_numpy(np.ones((8, 16), np.float32), device=mesh.device)
+    loss = model(x).sum()
+    loss.backward()
+    opt.step()
+    assert np.isfinite(loss.item())

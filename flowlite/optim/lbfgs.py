@@ -16,7 +16,7 @@ Without a line search one step costs one executable per closure evaluation (at m
 max_iter; each contains the closure's forward and backward, the parameter update and the
 next direction), plus one at the end for the final parameter update.  With
 line_search_fn="strong_wolfe" each line-search evaluation is one executable and each
-iteration one more.  See README ("Optimizers").
+iteration one more.  See docs/layers-and-ops.md.
 """
 from __future__ import annotations
 
