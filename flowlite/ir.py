@@ -42,7 +42,8 @@ class Size(tuple):
 
 
 class Prim:
-    """One primitive: a lowering to jax and a VJP written in flowlite ops.
+    """One primitive: a lowering to jax and a VJP written in flowlite ops (declared in the
+    flowlite.ops module of its family, beside its front end).
 
     lower(attrs, *jax_values) -> jax value (a tuple for multi-output prims)
     vjp(attrs, inputs, output, cotangent) -> one cotangent per input (a flowlite Tensor or

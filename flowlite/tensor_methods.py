@@ -11,6 +11,7 @@ import jax
 from . import autograd
 from . import dtypes as D
 from . import ops as F
+from . import primitives as P
 from . import random as R
 from . import views as V
 from .device import Device, device as _make_device, platform_of as _platform_of
@@ -84,13 +85,13 @@ Tensor.T = property(V.T)
 Tensor.mT = property(V.mT)
 
 # operators
-Tensor.__add__ = lambda a, b: F._binary(F.P.add, a, b)
-Tensor.__radd__ = lambda a, b: F._binary(F.P.add, a, b)
-Tensor.__sub__ = lambda a, b: F._binary(F.P.sub, a, b)
+Tensor.__add__ = lambda a, b: F._binary(P.add, a, b)
+Tensor.__radd__ = lambda a, b: F._binary(P.add, a, b)
+Tensor.__sub__ = lambda a, b: F._binary(P.sub, a, b)
 Tensor.__rsub__ = lambda a, b: F.rsub(a, b)
-Tensor.__mul__ = lambda a, b: F._binary(F.P.mul, a, b)
-Tensor.__rmul__ = lambda a, b: F._binary(F.P.mul, a, b)
-Tensor.__truediv__ = lambda a, b: F._binary(F.P.div, a, b, "float")
+Tensor.__mul__ = lambda a, b: F._binary(P.mul, a, b)
+Tensor.__rmul__ = lambda a, b: F._binary(P.mul, a, b)
+Tensor.__truediv__ = lambda a, b: F._binary(P.div, a, b, "float")
 Tensor.__rtruediv__ = lambda a, b: F.rdiv(a, b)
 Tensor.__floordiv__ = lambda a, b: F.floor_divide(a, b)
 Tensor.__rfloordiv__ = lambda a, b: F.floor_divide(F._lift(b, a), a)
@@ -104,12 +105,12 @@ Tensor.__neg__ = F.neg
 Tensor.__pos__ = lambda a: a
 Tensor.__abs__ = F.abs
 Tensor.__invert__ = F.bitwise_not
-Tensor.__and__ = lambda a, b: F._logical(F.P.bit_and, "and", a, b)
-Tensor.__rand__ = lambda a, b: F._logical(F.P.bit_and, "and", a, b)
-Tensor.__or__ = lambda a, b: F._logical(F.P.bit_or, "or", a, b)
-Tensor.__ror__ = lambda a, b: F._logical(F.P.bit_or, "or", a, b)
-Tensor.__xor__ = lambda a, b: F._logical(F.P.bit_xor, "xor", a, b)
-Tensor.__rxor__ = lambda a, b: F._logical(F.P.bit_xor, "xor", a, b)
+Tensor.__and__ = lambda a, b: F._logical(P.bit_and, "and", a, b)
+Tensor.__rand__ = lambda a, b: F._logical(P.bit_and, "and", a, b)
+Tensor.__or__ = lambda a, b: F._logical(P.bit_or, "or", a, b)
+Tensor.__ror__ = lambda a, b: F._logical(P.bit_or, "or", a, b)
+Tensor.__xor__ = lambda a, b: F._logical(P.bit_xor, "xor", a, b)
+Tensor.__rxor__ = lambda a, b: F._logical(P.bit_xor, "xor", a, b)
 Tensor.__eq__ = lambda a, b: F.eq(a, b)
 Tensor.__ne__ = lambda a, b: F.ne(a, b)
 Tensor.__lt__ = lambda a, b: F.lt(a, b)
@@ -207,16 +208,16 @@ for _name, _entry in F.OPS.items():
     if _entry.inplace:
         setattr(Tensor, _name + "_", _inplace(_name + "_", _entry.fn))
 
-Tensor.__iadd__ = _inplace("__iadd__", lambda a, b: F._binary(F.P.add, a, b))
-Tensor.__isub__ = _inplace("__isub__", lambda a, b: F._binary(F.P.sub, a, b))
-Tensor.__imul__ = _inplace("__imul__", lambda a, b: F._binary(F.P.mul, a, b))
-Tensor.__itruediv__ = _inplace("__itruediv__", lambda a, b: F._binary(F.P.div, a, b, "float"))
+Tensor.__iadd__ = _inplace("__iadd__", lambda a, b: F._binary(P.add, a, b))
+Tensor.__isub__ = _inplace("__isub__", lambda a, b: F._binary(P.sub, a, b))
+Tensor.__imul__ = _inplace("__imul__", lambda a, b: F._binary(P.mul, a, b))
+Tensor.__itruediv__ = _inplace("__itruediv__", lambda a, b: F._binary(P.div, a, b, "float"))
 Tensor.__ifloordiv__ = _inplace("__ifloordiv__", F.floor_divide)
 Tensor.__imod__ = _inplace("__imod__", F.remainder)
 Tensor.__ipow__ = _inplace("__ipow__", F.pow)
-Tensor.__iand__ = _inplace("__iand__", lambda a, b: F._logical(F.P.bit_and, "and", a, b))
-Tensor.__ior__ = _inplace("__ior__", lambda a, b: F._logical(F.P.bit_or, "or", a, b))
-Tensor.__ixor__ = _inplace("__ixor__", lambda a, b: F._logical(F.P.bit_xor, "xor", a, b))
+Tensor.__iand__ = _inplace("__iand__", lambda a, b: F._logical(P.bit_and, "and", a, b))
+Tensor.__ior__ = _inplace("__ior__", lambda a, b: F._logical(P.bit_or, "or", a, b))
+Tensor.__ixor__ = _inplace("__ixor__", lambda a, b: F._logical(P.bit_xor, "xor", a, b))
 Tensor.__lshift__ = lambda a, b: F.bitwise_left_shift(a, b)
 Tensor.__rlshift__ = lambda a, b: F.bitwise_left_shift(F._lift(b, a), a)
 Tensor.__rshift__ = lambda a, b: F.bitwise_right_shift(a, b)

@@ -2,8 +2,10 @@
 broadcasting, the elementwise shape/dtype rules (`_unary`, `_binary`), dtype conversion,
 `broadcast_to`, devices and creation dtypes.
 
-Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
-the op modules listed before it in ops/__init__.py.
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, buckets (its
+padded-length rules), jax and the op modules listed before it in ops/__init__.py.  The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -13,11 +15,125 @@ import math
 import numpy as np
 
 from .. import dtypes as D
-from .. import primitives as P
 from .. import ir
 from ..tensor import Tensor, apply, tensor, from_numpy, Size
 from ..device import default_device, device as _make_device
 from ._registry import torch_op
+from .. import buckets as B
+from ..ir import Prim
+from ..tape import _TupleCotangent
+from jax import lax
+import jax.numpy as jnp
+
+
+# ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
+def prim(name, lower, vjp=None, **kw) -> Prim:
+    return Prim(name, lower, vjp, **kw)
+
+
+def nondiff(name, lower, **kw) -> Prim:
+    return prim(name, lower, None, nondiff=True, **kw)
+
+
+def pointwise(name, lower, vjp=None, **kw) -> Prim:
+    """An elementwise primitive (Prim.elementwise): fused by XLA, padded freely by buckets."""
+    return prim(name, lower, vjp, elementwise=True, **kw)
+
+
+def pointwise_nondiff(name, lower, **kw) -> Prim:
+    return nondiff(name, lower, elementwise=True, **kw)
+
+
+def _convert_vjp(a, i, o, g):
+    x = i[0]
+    return (to_dtype(g, x.dtype),) if x.dtype.is_floating_point else (None,)
+
+
+# (exponent, mantissa) bits of the floats a cast can narrow to
+_FLOAT_BITS = {np.dtype(jnp.bfloat16): (8, 7), np.dtype(np.float16): (5, 10),
+               np.dtype(np.float32): (8, 23)}
+
+
+def _convert_lower(a, x):
+    d = np.dtype(a[0].np)
+    bits = _FLOAT_BITS.get(d)
+    if bits is not None and jnp.issubdtype(x.dtype, jnp.floating) and \
+            x.dtype.itemsize > d.itemsize:
+        # a narrowing cast rounds, as in PyTorch: XLA:GPU's default excess precision may
+        # otherwise drop a convert pair (`x.bfloat16().float()` would return x unrounded);
+        # reduce_precision is kept.  XLA:CPU keeps the pair: its programs stay as they were
+        return lax.platform_dependent(
+            x, cpu=lambda x: x.astype(d),
+            default=lambda x: lax.reduce_precision(x, *bits).astype(d))
+    return x.astype(d)
+
+
+convert_p = pointwise("convert", _convert_lower, _convert_vjp)
+
+
+def _expand_back(g, a, x):
+    """Broadcast a reduced cotangent back over the reduced axes."""
+    axes, keep = a[0], a[1]
+    if not keep:
+        shape = list(x.shape)
+        for ax in axes:
+            shape[ax] = 1
+        g = _reshape_raw(g, tuple(shape))
+    return broadcast_to(g, x.shape)
+
+
+def _reshape_raw(x, shape):
+    shape = tuple(shape)
+    return x if x._node.shape == shape else apply(reshape_p, (x,), (shape,), shape, x._node.dtype)
+
+
+def sum_to(g, shape):
+    """Sum a broadcast result back down to `shape` (the unbroadcast in every VJP)."""
+    gs = g._node.shape
+    if gs == tuple(shape):
+        return g
+    lead = len(gs) - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
+                                      if s == 1 and gs[i + lead] != 1)
+    kept = tuple(s for i, s in enumerate(gs) if i not in axes)
+    r = apply(reduce_sum_p, (g,), (axes, False), kept, g.dtype)
+    return _reshape_raw(r, shape)
+
+
+def _st(g, x):
+    """Sum a broadcast cotangent back to x's shape."""
+    return sum_to(g, x.shape)
+
+
+reduce_sum_p = prim("sum", lambda a, x: jnp.sum(x, axis=a[0], keepdims=a[1]),
+                    lambda a, i, o, g: (_expand_back(g, a, i[0]),), bucket=B.rule_reduce(None))
+
+
+# ---- shape -----------------------------------------------------------------------------------
+reshape_p = prim("reshape", lambda a, x: jnp.reshape(x, a[0]),
+                 lambda a, i, o, g: (_reshape_raw(g, i[0].shape),), bucket=B.rule_reshape)
+
+
+broadcast_to_p = prim("broadcast_to", lambda a, x: jnp.broadcast_to(x, a[0]),
+                      lambda a, i, o, g: (sum_to(g, i[0].shape),), bucket=B.rule_broadcast_to)
+
+
+# ---- creation and randomness (no inputs except an RNG key) ------------------------------------
+full_p = nondiff("full", lambda a, *s: jnp.full(a[0], a[1], a[2].np), bucket=B.rule_full)
+
+
+def _tuple_get_vjp(a, i, o, g):
+    n = a[1]
+    ct = _TupleCotangent([None] * n)
+    ct[a[0]] = g
+    return (ct,)
+
+
+tuple_get_p = prim("tuple_get", lambda a, t: t[a[0]], _tuple_get_vjp)
+
+
+stop_gradient_p = pointwise_nondiff("stop_gradient", lambda a, x: lax.stop_gradient(x))
+
 _scalar_types = (int, float, bool, np.number, np.bool_)
 
 
@@ -66,7 +182,7 @@ def _scalar(value, dtype) -> Tensor:
         node = _const_cache.get(key)
         if node is None:
             cv = v if dtype.kind == "f" else (builtins.int(v) if dtype.kind in "iu" else v)
-            node = _const_cache[key] = _Node(P.full, (), ((), cv, dtype), (), dtype, None)
+            node = _const_cache[key] = _Node(full_p, (), ((), cv, dtype), (), dtype, None)
         return Tensor(node)
     if dtype.kind in "iu":
         v = builtins.int(v)
@@ -172,7 +288,7 @@ def to_dtype(x, dtype):
     d = D.canonical(D.from_any(dtype))
     if x._node.dtype is d:
         return x
-    return apply(P.convert, (x,), (d,), x._node.shape, d)
+    return apply(convert_p, (x,), (d,), x._node.shape, d)
 
 
 # ---- shape -----------------------------------------------------------------------------------
@@ -195,11 +311,10 @@ def broadcast_to(x, shape):
     if r != shape:
         raise ValueError(f"broadcast_to: the tensor of shape {tuple(x.shape)} can't be expanded "
                          f"to {shape}")
-    return apply(P.broadcast_to, (x,), (shape,), shape, x._node.dtype)
+    return apply(broadcast_to_p, (x,), (shape,), shape, x._node.dtype)
 
 
-def _take_along_prim(x, index, d):
-    return apply(P.take_along, (x, index), (d,), index._node.shape, x._node.dtype)
+
 
 
 @torch_op

@@ -1,23 +1,271 @@
 """Elementwise ops: arithmetic, comparisons, logic, unary math, `clamp`, `where`.
 
-Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
-the op modules listed before it in ops/__init__.py.
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, buckets (its
+padded-length rules), jax and the op modules listed before it in ops/__init__.py.  The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
 import builtins
+import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
-from .. import dtypes as D
-from .. import ir
-from .. import primitives as P
+from .. import dtypes as D, ir
 from ..checks import IntegerDivisionByZeroError, nonzero_divisor
-from ..tensor import Tensor, apply, tensor
-from ._core import (_binary, _promote_nodes, _scalar, _scalar_result, _scalar_types, _unary,
-                    as_tensor, broadcast_shapes, broadcast_to, nonzero, to_dtype)
+from ..tensor import apply, Tensor
+from ._core import (_binary, _promote_nodes, _scalar, _scalar_result, _scalar_types, _st, _unary,
+                    as_tensor, broadcast_shapes, broadcast_to, full_p, nonzero, pointwise,
+                    pointwise_nondiff, to_dtype)
 from ._registry import register, torch_op
+
+
+# ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
+
+
+
+# ---- elementwise unary -----------------------------------------------------------------
+neg_p = pointwise("neg", lambda a, x: -x, lambda a, i, o, g: (-g,))
+
+
+abs_p = pointwise("abs", lambda a, x: jnp.abs(x), lambda a, i, o, g: (g * sign(i[0]),))
+
+
+sign_p = pointwise("sign", lambda a, x: jnp.sign(x), lambda a, i, o, g: (None,))
+
+
+exp_p = pointwise("exp", lambda a, x: jnp.exp(x), lambda a, i, o, g: (g * o,))
+
+
+log_p = pointwise("log", lambda a, x: jnp.log(x), lambda a, i, o, g: (g / i[0],))
+
+
+log1p_p = pointwise("log1p", lambda a, x: jnp.log1p(x), lambda a, i, o, g: (g / (i[0] + 1),))
+
+
+expm1_p = pointwise("expm1", lambda a, x: jnp.expm1(x), lambda a, i, o, g: (g * (o + 1),))
+
+
+sqrt_p = pointwise("sqrt", lambda a, x: jnp.sqrt(x), lambda a, i, o, g: (g * 0.5 / o,))
+
+
+rsqrt_p = pointwise("rsqrt", lambda a, x: lax.rsqrt(x), lambda a, i, o, g: (g * -0.5 * o / i[0],))
+
+
+sin_p = pointwise("sin", lambda a, x: jnp.sin(x), lambda a, i, o, g: (g * cos(i[0]),))
+
+
+cos_p = pointwise("cos", lambda a, x: jnp.cos(x), lambda a, i, o, g: (-(g * sin(i[0])),))
+
+
+tan_p = pointwise("tan", lambda a, x: jnp.tan(x), lambda a, i, o, g: (g * (1 + o * o),))
+
+
+tanh_p = pointwise("tanh", lambda a, x: jnp.tanh(x), lambda a, i, o, g: (g * (1 - o * o),))
+
+
+sigmoid_p = pointwise("sigmoid", lambda a, x: jax.nn.sigmoid(x),
+                      lambda a, i, o, g: (g * o * (1 - o),))
+
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+erf_p = pointwise("erf", lambda a, x: lax.erf(x),
+                  lambda a, i, o, g: (g * _TWO_OVER_SQRT_PI * exp(-(i[0] * i[0])),))
+
+
+floor_p = pointwise("floor", lambda a, x: jnp.floor(x), lambda a, i, o, g: (None,))
+
+
+ceil_p = pointwise("ceil", lambda a, x: jnp.ceil(x), lambda a, i, o, g: (None,))
+
+
+round_p = pointwise("round", lambda a, x: jnp.round(x, a[0]), lambda a, i, o, g: (None,))
+
+
+relu_p = pointwise("relu", lambda a, x: jnp.maximum(x, jnp.zeros((), x.dtype)),
+                   lambda a, i, o, g: (g * (i[0] > 0).to(g.dtype),))
+
+
+logical_not_p = pointwise_nondiff("logical_not", lambda a, x: jnp.logical_not(x) if x.dtype == bool
+                                  else jnp.invert(x))
+
+
+isfinite_p = pointwise_nondiff("isfinite", lambda a, x: jnp.isfinite(x))
+
+
+isnan_p = pointwise_nondiff("isnan", lambda a, x: jnp.isnan(x))
+
+
+isinf_p = pointwise_nondiff("isinf", lambda a, x: jnp.isinf(x))
+
+
+# ---- elementwise binary (inputs already share a dtype; jnp broadcasts) ---------------------
+add_p = pointwise("add", lambda a, x, y: x + y, lambda a, i, o, g: (_st(g, i[0]), _st(g, i[1])))
+
+
+sub_p = pointwise("sub", lambda a, x, y: x - y, lambda a, i, o, g: (_st(g, i[0]), _st(-g, i[1])))
+
+
+mul_p = pointwise("mul", lambda a, x, y: x * y,
+                  lambda a, i, o, g: (_st(g * i[1], i[0]), _st(g * i[0], i[1])))
+
+
+div_p = pointwise("div", lambda a, x, y: x / y,
+                  lambda a, i, o, g: (_st(g / i[1], i[0]), _st(-(g * o) / i[1], i[1])))
+
+
+def _pow_vjp(a, i, o, g):
+    x, y = i
+    gx = where(y == 0, 0.0, g * y * pow(x, y - 1))
+    gy = where(x == 0, 0.0, g * o * log(x))
+    return _st(gx, x), _st(gy, y)
+
+
+pow_p = pointwise("pow", lambda a, x, y: jnp.power(x, y), _pow_vjp)
+
+
+def _ipow_vjp(a, i, o, g):
+    n = a[0]
+    if n == 0:
+        return (None,)
+    if n == 1:
+        return (g,)
+    if n == 2:
+        return (g * (i[0] * 2),)
+    return (g * (integer_pow(i[0], n - 1) * n),)
+
+
+integer_pow_p = pointwise("integer_pow", lambda a, x: lax.integer_pow(x, a[0]), _ipow_vjp)
+
+
+def _minmax_vjp(pick):
+    def vjp(a, i, o, g):
+        x, y = i
+        # ties split the gradient evenly, as in PyTorch
+        wx = where(pick(x, y), 1.0, where(x == y, 0.5, 0.0)).to(g.dtype)
+        return _st(g * wx, x), _st(g * (1 - wx), y)
+    return vjp
+
+
+maximum_p = pointwise("maximum", lambda a, x, y: jnp.maximum(x, y), _minmax_vjp(lambda x, y: x > y))
+
+
+minimum_p = pointwise("minimum", lambda a, x, y: jnp.minimum(x, y), _minmax_vjp(lambda x, y: x < y))
+
+
+floor_divide_p = pointwise("floor_divide", lambda a, x, y: jnp.floor_divide(x, y),
+                           lambda a, i, o, g: (None, None))
+
+
+remainder_p = pointwise("remainder", lambda a, x, y: jnp.remainder(x, y),
+                        lambda a, i, o, g: (_st(g, i[0]),
+                                            _st(-g * floor_divide(i[0], i[1]), i[1])))
+
+
+fmod_p = pointwise("fmod", lambda a, x, y: jnp.fmod(x, y),
+                   lambda a, i, o, g: (_st(g, i[0]), _st(-g * trunc(i[0] / i[1]), i[1])))
+
+
+trunc_p = pointwise("trunc", lambda a, x: jnp.trunc(x), lambda a, i, o, g: (None,))
+
+
+def _atan2_vjp(a, i, o, g):
+    x, y = i
+    r2 = x * x + y * y
+    r2 = where(r2 == 0, 1.0, r2)    # at (0, 0) the gradient is 0, as in PyTorch (not nan)
+    return _st(g * y / r2, x), _st(-g * x / r2, y)
+
+
+atan2_p = pointwise("atan2", lambda a, x, y: jnp.arctan2(x, y), _atan2_vjp)
+
+
+eq_p = pointwise_nondiff("eq", lambda a, x, y: x == y)
+
+
+ne_p = pointwise_nondiff("ne", lambda a, x, y: x != y)
+
+
+lt_p = pointwise_nondiff("lt", lambda a, x, y: x < y)
+
+
+le_p = pointwise_nondiff("le", lambda a, x, y: x <= y)
+
+
+gt_p = pointwise_nondiff("gt", lambda a, x, y: x > y)
+
+
+ge_p = pointwise_nondiff("ge", lambda a, x, y: x >= y)
+
+
+bit_and_p = pointwise_nondiff("and", lambda a, x, y: x & y)
+
+
+bit_or_p = pointwise_nondiff("or", lambda a, x, y: x | y)
+
+
+bit_xor_p = pointwise_nondiff("xor", lambda a, x, y: x ^ y)
+
+
+def _where_vjp(a, i, o, g):
+    c, x, y = i
+    return None, _st(where(c, g, 0.0), x), _st(where(c, 0.0, g), y)
+
+
+where_p = pointwise("where", lambda a, c, x, y: jnp.where(c, x, y), _where_vjp)
+
+
+# ---- more elementwise math -------------------------------------------------------------------
+asin_p = pointwise("asin", lambda a, x: jnp.arcsin(x),
+                   lambda a, i, o, g: (g * rsqrt(1 - i[0] * i[0]),))
+
+
+acos_p = pointwise("acos", lambda a, x: jnp.arccos(x),
+                   lambda a, i, o, g: (-(g * rsqrt(1 - i[0] * i[0])),))
+
+
+atan_p = pointwise("atan", lambda a, x: jnp.arctan(x), lambda a, i, o, g: (g / (1 + i[0] * i[0]),))
+
+
+sinh_p = pointwise("sinh", lambda a, x: jnp.sinh(x), lambda a, i, o, g: (g * cosh(i[0]),))
+
+
+cosh_p = pointwise("cosh", lambda a, x: jnp.cosh(x), lambda a, i, o, g: (g * sinh(i[0]),))
+
+
+asinh_p = pointwise("asinh", lambda a, x: jnp.arcsinh(x),
+                    lambda a, i, o, g: (g * rsqrt(i[0] * i[0] + 1),))
+
+
+acosh_p = pointwise("acosh", lambda a, x: jnp.arccosh(x),
+                    lambda a, i, o, g: (g * rsqrt(i[0] * i[0] - 1),))
+
+
+atanh_p = pointwise("atanh", lambda a, x: jnp.arctanh(x),
+                    lambda a, i, o, g: (g / (1 - i[0] * i[0]),))
+
+
+_LN2 = math.log(2.0)
+
+
+exp2_p = pointwise("exp2", lambda a, x: jnp.exp2(x), lambda a, i, o, g: (g * o * _LN2,))
+
+
+log2_p = pointwise("log2", lambda a, x: jnp.log2(x), lambda a, i, o, g: (g / (i[0] * _LN2),))
+
+
+# integer shifts; XLA's semantics for a shift by < 0 or >= the bit width (0 for <<, the sign
+# fill for >>) are PyTorch's
+shift_left_p = pointwise_nondiff("shift_left", lambda a, x, y: jnp.left_shift(x, y))
+
+
+shift_right_p = pointwise_nondiff("shift_right", lambda a, x, y: jnp.right_shift(x, y))
+
 
 
 # ---- elementwise -----------------------------------------------------------------------------
@@ -25,18 +273,18 @@ from ._registry import register, torch_op
 def add(x, y, alpha=1):
     if alpha != 1:
         y = mul(y, alpha)
-    return _binary(P.add, x, y)
+    return _binary(add_p, x, y)
 
 
 @torch_op(inplace=True)
 def sub(x, y, alpha=1):
     if alpha != 1:
         y = mul(y, alpha)
-    return _binary(P.sub, x, y)
+    return _binary(sub_p, x, y)
 
 
 def rsub(x, y):
-    return _binary(P.sub, y, x) if isinstance(y, Tensor) else _binary(P.sub, _lift(y, x), x)
+    return _binary(sub_p, y, x) if isinstance(y, Tensor) else _binary(sub_p, _lift(y, x), x)
 
 
 def _lift(s, like):
@@ -46,7 +294,7 @@ def _lift(s, like):
 
 @torch_op(inplace=True)
 def mul(x, y):
-    return _binary(P.mul, x, y)
+    return _binary(mul_p, x, y)
 
 
 @torch_op(inplace=True)
@@ -54,33 +302,33 @@ def div(x, y, rounding_mode=None):
     if rounding_mode == "floor":
         return floor_divide(x, y)
     if rounding_mode == "trunc":
-        q = _binary(P.div, x, y, "float")
+        q = _binary(div_p, x, y, "float")
         r = trunc(q)
         if x.dtype.kind == "f":
             return r
         r = to_dtype(r, x.dtype)
         _check_divisor(y, r, "div(rounding_mode='trunc')")
         return r
-    return _binary(P.div, x, y, "float")
+    return _binary(div_p, x, y, "float")
 
 
 def rdiv(x, y):
-    return _binary(P.div, _lift(y, x), x, "float")
+    return _binary(div_p, _lift(y, x), x, "float")
 
 
 @torch_op(inplace=True)
 def floor_divide(x, y):
-    return _check_divisor(y, _binary(P.floor_divide, x, y), "floor_divide")
+    return _check_divisor(y, _binary(floor_divide_p, x, y), "floor_divide")
 
 
 @torch_op(inplace=True)
 def remainder(x, y):
-    return _check_divisor(y, _binary(P.remainder, x, y), "remainder")
+    return _check_divisor(y, _binary(remainder_p, x, y), "remainder")
 
 
 @torch_op(inplace=True)
 def fmod(x, y):
-    return _check_divisor(y, _binary(P.fmod, x, y), "fmod")
+    return _check_divisor(y, _binary(fmod_p, x, y), "fmod")
 
 
 def _check_divisor(y, out, op):
@@ -93,7 +341,7 @@ def _check_divisor(y, out, op):
         n = y._node
         if n.op is ir.SCALAR:
             known = n.value
-        elif n.op is P.full and not n.inputs and n.device is None:   # a baked constant
+        elif n.op is full_p and not n.inputs and n.device is None:   # a baked constant
             known = n.attrs[1]
         else:
             nonzero_divisor(y, op, out)
@@ -109,7 +357,7 @@ def _check_divisor(y, out, op):
 
 @torch_op(inplace=True)
 def atan2(x, y):
-    return _binary(P.atan2, x, y, "float")
+    return _binary(atan2_p, x, y, "float")
 
 
 @torch_op(inplace=True)
@@ -123,55 +371,55 @@ def pow(x, y):  # noqa: A001 - PyTorch name
         y = builtins.int(y)
         if y == 1:
             return x
-        return apply(P.integer_pow, (x,), (y,), x._node.shape, x._node.dtype) if y >= 0 or \
-            x.dtype.kind == "f" else _binary(P.pow_, x, y)
+        return apply(integer_pow_p, (x,), (y,), x._node.shape, x._node.dtype) if y >= 0 or \
+            x.dtype.kind == "f" else _binary(pow_p, x, y)
     if not isinstance(x, Tensor):
-        return _binary(P.pow_, _lift(x, y), y)
-    return _binary(P.pow_, x, y)
+        return _binary(pow_p, _lift(x, y), y)
+    return _binary(pow_p, x, y)
 
 
 def integer_pow(x, n):
-    return apply(P.integer_pow, (x,), (n,), x._node.shape, x._node.dtype)
+    return apply(integer_pow_p, (x,), (n,), x._node.shape, x._node.dtype)
 
 
 @torch_op(inplace=True)
 def maximum(x, y):
-    return _binary(P.maximum, x, y)
+    return _binary(maximum_p, x, y)
 
 
 @torch_op(inplace=True)
 def minimum(x, y):
-    return _binary(P.minimum, x, y)
+    return _binary(minimum_p, x, y)
 
 
 @torch_op(inplace=True)
 def eq(x, y):
-    return _binary(P.eq, x, y, "bool")
+    return _binary(eq_p, x, y, "bool")
 
 
 @torch_op(inplace=True)
 def ne(x, y):
-    return _binary(P.ne, x, y, "bool")
+    return _binary(ne_p, x, y, "bool")
 
 
 @torch_op(inplace=True)
 def lt(x, y):
-    return _binary(P.lt, x, y, "bool")
+    return _binary(lt_p, x, y, "bool")
 
 
 @torch_op(inplace=True)
 def le(x, y):
-    return _binary(P.le, x, y, "bool")
+    return _binary(le_p, x, y, "bool")
 
 
 @torch_op(inplace=True)
 def gt(x, y):
-    return _binary(P.gt, x, y, "bool")
+    return _binary(gt_p, x, y, "bool")
 
 
 @torch_op(inplace=True)
 def ge(x, y):
-    return _binary(P.ge, x, y, "bool")
+    return _binary(ge_p, x, y, "bool")
 
 
 def _logical(prim, name, x, y):
@@ -186,29 +434,29 @@ def _logical(prim, name, x, y):
 
 @torch_op(inplace=True)
 def logical_and(x, y):
-    return _binary(P.bit_and, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
+    return _binary(bit_and_p, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
 
 
 @torch_op(inplace=True)
 def logical_or(x, y):
-    return _binary(P.bit_or, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
+    return _binary(bit_or_p, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
 
 
 @torch_op(inplace=True)
 def logical_xor(x, y):
-    return _binary(P.bit_xor, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
+    return _binary(bit_xor_p, to_dtype(as_tensor(x), D.bool_), to_dtype(as_tensor(y), D.bool_))
 
 
 @torch_op(inplace=True)
 def logical_not(x):
-    return apply(P.logical_not, (to_dtype(x, D.bool_),), (), x._node.shape, D.bool_)
+    return apply(logical_not_p, (to_dtype(x, D.bool_),), (), x._node.shape, D.bool_)
 
 
 @torch_op(inplace=True)
 def bitwise_not(x):
     if x.dtype.kind == "f":
         raise TypeError(f"bitwise_not (~): not supported for floating-point tensors ({x.dtype})")
-    return apply(P.logical_not, (x,), (), x._node.shape, x._node.dtype)
+    return apply(logical_not_p, (x,), (), x._node.shape, x._node.dtype)
 
 
 @torch_op(inplace=True)
@@ -216,17 +464,17 @@ def neg(x):
     if x.dtype is D.bool_:
         raise TypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
                         "use `~` or logical_not()")
-    return _unary(P.neg, x)
+    return _unary(neg_p, x)
 
 
 @torch_op(inplace=True)
 def abs(x):  # noqa: A001
-    return _unary(P.abs_, x)
+    return _unary(abs_p, x)
 
 
 @torch_op(inplace=True)
 def sign(x):
-    return x if x.dtype is D.bool_ else _unary(P.sign, x)
+    return x if x.dtype is D.bool_ else _unary(sign_p, x)
 
 
 # Float math: one declaration each.  Integer and bool inputs are promoted to the default
@@ -239,32 +487,32 @@ def _float_unary(name, prim, aliases=()):
     globals()[name] = register(name, op, inplace=True, aliases=aliases)
 
 
-for _name, _prim in (("exp", P.exp), ("log", P.log), ("log1p", P.log1p), ("expm1", P.expm1),
-                     ("sqrt", P.sqrt), ("rsqrt", P.rsqrt), ("sin", P.sin), ("cos", P.cos),
-                     ("tanh", P.tanh), ("sigmoid", P.sigmoid), ("erf", P.erf), ("tan", P.tan)):
+for _name, _prim in (("exp", exp_p), ("log", log_p), ("log1p", log1p_p), ("expm1", expm1_p),
+                     ("sqrt", sqrt_p), ("rsqrt", rsqrt_p), ("sin", sin_p), ("cos", cos_p),
+                     ("tanh", tanh_p), ("sigmoid", sigmoid_p), ("erf", erf_p), ("tan", tan_p)):
     _float_unary(_name, _prim)
 
 
 @torch_op(inplace=True)
 def floor(x):
-    return x if x.dtype.kind != "f" else _unary(P.floor, x)
+    return x if x.dtype.kind != "f" else _unary(floor_p, x)
 
 
 @torch_op(inplace=True)
 def ceil(x):
-    return x if x.dtype.kind != "f" else _unary(P.ceil, x)
+    return x if x.dtype.kind != "f" else _unary(ceil_p, x)
 
 
 @torch_op(inplace=True)
 def trunc(x):
-    return x if x.dtype.kind != "f" else _unary(P.trunc, x)
+    return x if x.dtype.kind != "f" else _unary(trunc_p, x)
 
 
 @torch_op(inplace=True)
 def round(x, decimals=0):  # noqa: A001
     if x.dtype.kind != "f":
         return x
-    return apply(P.round_, (x,), (decimals,), x._node.shape, x._node.dtype)
+    return apply(round_p, (x,), (decimals,), x._node.shape, x._node.dtype)
 
 
 @torch_op(inplace=True)
@@ -279,22 +527,22 @@ def reciprocal(x):
 
 @torch_op(inplace=True)
 def relu(x):
-    return _unary(P.relu, x)
+    return _unary(relu_p, x)
 
 
 @torch_op
 def isfinite(x):
-    return apply(P.isfinite, (x,), (), x._node.shape, D.bool_)
+    return apply(isfinite_p, (x,), (), x._node.shape, D.bool_)
 
 
 @torch_op
 def isnan(x):
-    return apply(P.isnan, (x,), (), x._node.shape, D.bool_)
+    return apply(isnan_p, (x,), (), x._node.shape, D.bool_)
 
 
 @torch_op
 def isinf(x):
-    return apply(P.isinf, (x,), (), x._node.shape, D.bool_)
+    return apply(isinf_p, (x,), (), x._node.shape, D.bool_)
 
 
 @torch_op(inplace=True, aliases=("clip",))
@@ -332,16 +580,16 @@ def where(cond, x=None, y=None):
     y = to_dtype(as_tensor(y, dtype=dt) if not yt else y, dt)
     shape = broadcast_shapes(cond._node.shape, x._node.shape, op="where")
     shape = broadcast_shapes(shape, y._node.shape, op="where")
-    return apply(P.where, (cond, x, y), (), shape, dt)
+    return apply(where_p, (cond, x, y), (), shape, dt)
 
 
 # ---- more float math: the inverse trigonometric/hyperbolic family (with the numpy-style
 # aliases PyTorch also has), exp2/log2 --------------------------------------------------------
-for _name, _prim, _alias in (("asin", P.asin, "arcsin"), ("acos", P.acos, "arccos"),
-                             ("atan", P.atan, "arctan"), ("sinh", P.sinh, None),
-                             ("cosh", P.cosh, None), ("asinh", P.asinh, "arcsinh"),
-                             ("acosh", P.acosh, "arccosh"), ("atanh", P.atanh, "arctanh"),
-                             ("exp2", P.exp2, None), ("log2", P.log2, None)):
+for _name, _prim, _alias in (("asin", asin_p, "arcsin"), ("acos", acos_p, "arccos"),
+                             ("atan", atan_p, "arctan"), ("sinh", sinh_p, None),
+                             ("cosh", cosh_p, None), ("asinh", asinh_p, "arcsinh"),
+                             ("acosh", acosh_p, "arccosh"), ("atanh", atanh_p, "arctanh"),
+                             ("exp2", exp2_p, None), ("log2", log2_p, None)):
     _float_unary(_name, _prim, (_alias,) if _alias else ())
 
 
@@ -381,13 +629,13 @@ def _shift(prim, name, x, y):
 @torch_op(inplace=True)
 def bitwise_left_shift(x, y):
     """x << y for integer tensors (0 when y < 0 or y >= the bit width, as in PyTorch)."""
-    return _shift(P.shift_left, "bitwise_left_shift (<<)", x, y)
+    return _shift(shift_left_p, "bitwise_left_shift (<<)", x, y)
 
 
 @torch_op(inplace=True)
 def bitwise_right_shift(x, y):
     """x >> y for integer tensors (arithmetic for signed ones, as in PyTorch)."""
-    return _shift(P.shift_right, "bitwise_right_shift (>>)", x, y)
+    return _shift(shift_right_p, "bitwise_right_shift (>>)", x, y)
 
 
 # ---- hypot: primitive, gradient and front end in one place ----------------------------------
@@ -398,7 +646,7 @@ def _hypot_vjp(a, i, o, g):
     return mul(g, div(x, o)), mul(g, div(y, o))
 
 
-_hypot = ir.Prim("hypot", lambda a, x, y: jnp.hypot(x, y), _hypot_vjp, elementwise=True)
+hypot_p = pointwise("hypot", lambda a, x, y: jnp.hypot(x, y), _hypot_vjp)
 
 
 @torch_op(inplace=True)
@@ -413,4 +661,4 @@ def hypot(x, other):
                                   f"({x.dtype} of shape {tuple(x.shape)} and {y.dtype} of shape "
                                   f"{tuple(y.shape)}); convert them to a float dtype")
     shape = broadcast_shapes(x._node.shape, y._node.shape, op="hypot")
-    return _binary(_hypot, broadcast_to(x, shape), broadcast_to(y, shape), "float")
+    return _binary(hypot_p, broadcast_to(x, shape), broadcast_to(y, shape), "float")

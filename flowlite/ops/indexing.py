@@ -1,8 +1,10 @@
 """Indexing: `getitem`/`setitem`, gather/scatter, index_select/index_add/index_put,
 masked_fill, one_hot.
 
-Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
-the op modules listed before it in ops/__init__.py.
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, buckets (its
+padded-length rules), jax and the op modules listed before it in ops/__init__.py.  The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -10,17 +12,89 @@ import builtins
 
 import numpy as np
 
-from .. import dtypes as D
-from .. import primitives as P
+from .. import buckets as B, dtypes as D
 from ..ir import DATA as _DATA, scalar_node as _scalar_node
 from ..checks import index_in_range
-from ..tensor import Tensor, apply, tensor, from_numpy, _norm_dim
-from ._core import (_scalar, _take_along_prim, as_tensor, broadcast_shapes, broadcast_to, to_dtype)
-from .elementwise import (eq, where)
-from .creation import (arange)
-from .shape import (_dyn_slice, reshape, unsqueeze)
-from .reduction import (amax)
+from ..tensor import _norm_dim, apply, from_numpy, Tensor
+from ._core import _scalar, as_tensor, broadcast_shapes, broadcast_to, prim, reshape_p, to_dtype
+from .elementwise import _st, eq, where
+from .creation import arange, zeros, zeros_like
+from .shape import (_along, _dyn_slice, _scatter_add_prim, _src_grad, _take_along_prim, reshape,
+                    slice_p, unsqueeze)
+from .reduction import amax
 from ._registry import torch_op
+
+
+# ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
+def _build_index(spec, tensors):
+    it = iter(tensors)
+    out = []
+    for item in spec:
+        k = item[0]
+        if k == "s":
+            out.append(slice(item[1], item[2], item[3]))
+        elif k == "i":
+            out.append(item[1])
+        elif k == "n":
+            out.append(None)
+        elif k == "e":
+            out.append(Ellipsis)
+        else:
+            out.append(next(it))
+    return tuple(out)
+
+
+def _index_vjp(a, i, o, g):
+    x, idx = i[0], i[1:]
+    return (_index_add(zeros_like(x), a[0], idx, g),) + (None,) * len(idx)
+
+
+index_p = prim("index", lambda a, x, *t: x[_build_index(a[0], t)], _index_vjp, bucket=B.rule_index)
+
+
+def _index_add_vjp(a, i, o, g):
+    v, idx = i[1], i[2:]
+    return (g, _st(_index(g, a[0], idx), v)) + (None,) * len(idx)
+
+
+def _index_set_vjp(a, i, o, g):
+    v, idx = i[1], i[2:]
+    gx = _index_set(g, a[0], idx, zeros((), dtype=g.dtype, device=g.device))
+    return (gx, _st(_index(g, a[0], idx), v)) + (None,) * len(idx)
+
+
+index_add_p = prim("index_add", lambda a, x, v, *t: x.at[_build_index(a[0], t)].add(v),
+                   _index_add_vjp)
+
+
+index_set_p = prim("index_set", lambda a, x, v, *t: x.at[_build_index(a[0], t)].set(v),
+                   _index_set_vjp)
+
+
+
+
+
+def _scatter_vjp(a, i, o, g):
+    x, idx, src = i
+    gx = _scatter_prim(g, idx, zeros_like(src), a[0])
+    return gx, None, _src_grad(g, idx, src, a[0])
+
+
+scatter_p = prim("scatter",
+                 lambda a, x, idx, src: x.at[_along(idx, a[0])].set(
+                     src[tuple(slice(0, n) for n in idx.shape)]), _scatter_vjp)
+
+
+def _scatter_mul_vjp(a, i, o, g):
+    raise RuntimeError("scatter(reduce='multiply'): the derivative is not implemented "
+                       "(as in PyTorch, whose scatter with a reduce argument has no backward); "
+                       "detach its inputs, or build the update from differentiable ops")
+
+
+scatter_mul_p = prim("scatter_mul",
+                     lambda a, x, idx, src: x.at[_along(idx, a[0])].multiply(
+                         src[tuple(slice(0, n) for n in idx.shape)]), _scatter_mul_vjp)
+
 
 
 # ---- indexing --------------------------------------------------------------------------------
@@ -134,9 +208,9 @@ def _apply_basic_plan(x, plan):
     sl, sliced, out_shape = plan
     dt = x._node.dtype
     if sl is not None:
-        x = apply(P.slice_, (x,), sl, sliced, dt)
+        x = apply(slice_p, (x,), sl, sliced, dt)
     if sliced != out_shape:
-        x = apply(P.reshape, (x,), (out_shape,), out_shape, dt)
+        x = apply(reshape_p, (x,), (out_shape,), out_shape, dt)
     return x
 
 
@@ -176,7 +250,7 @@ def _apply_dynamic_plan(x, plan):
     starts = [Tensor(_scalar_node(builtins.int(s), D.int32)) for s in sl[0]]
     y = _dyn_slice(x, starts, sliced)
     if sliced != out_shape:
-        y = apply(P.reshape, (y,), (out_shape,), out_shape, x._node.dtype)
+        y = apply(reshape_p, (y,), (out_shape,), out_shape, x._node.dtype)
     return y
 
 
@@ -292,15 +366,15 @@ def _split_int_indices(x, spec):
 
 
 def _index(x, spec, tensors):
-    return apply(P.index, (x,) + tuple(tensors), (spec,))
+    return apply(index_p, (x,) + tuple(tensors), (spec,))
 
 
 def _index_add(x, spec, tensors, v):
-    return apply(P.index_add, (x, v) + tuple(tensors), (spec,), x._node.shape, x._node.dtype)
+    return apply(index_add_p, (x, v) + tuple(tensors), (spec,), x._node.shape, x._node.dtype)
 
 
 def _index_set(x, spec, tensors, v):
-    return apply(P.index_set, (x, v) + tuple(tensors), (spec,), x._node.shape, x._node.dtype)
+    return apply(index_set_p, (x, v) + tuple(tensors), (spec,), x._node.shape, x._node.dtype)
 
 
 @torch_op(inplace=True)
@@ -376,12 +450,11 @@ def take_along_dim(x, indices, dim):
     return out
 
 
-def _scatter_add_prim(x, index, src, d):
-    return apply(P.scatter_add, (x, index, src), (d,), x._node.shape, x._node.dtype)
+
 
 
 def _scatter_prim(x, index, src, d):
-    return apply(P.scatter, (x, index, src), (d,), x._node.shape, x._node.dtype)
+    return apply(scatter_p, (x, index, src), (d,), x._node.shape, x._node.dtype)
 
 
 def _scatter_args(x, dim, index, src, op):
@@ -413,7 +486,7 @@ def scatter(x, dim, index, src=None, value=None, reduce=None):
     if reduce == "add":
         return _checked_scatter(_scatter_add_prim(x, index, src, d), x, index, d, "scatter")
     if reduce == "multiply":
-        return _checked_scatter(apply(P.scatter_mul, (x, index, src), (d,), x._node.shape,
+        return _checked_scatter(apply(scatter_mul_p, (x, index, src), (d,), x._node.shape,
                                       x._node.dtype), x, index, d, "scatter")
     if reduce is not None:
         raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")

@@ -1,20 +1,61 @@
 """Linear algebra: matmul/bmm/mm, dot, outer, einsum.
 
-Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
-the op modules listed before it in ops/__init__.py.
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, buckets (its
+padded-length rules), jax and the op modules listed before it in ops/__init__.py.  The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
 import builtins
 import collections
 
-from .. import dtypes as D
-from .. import primitives as P
-from ..tensor import Tensor, apply
-from ._core import (_promote, as_tensor, broadcast_shapes, broadcast_to, to_dtype)
-from .elementwise import (mul)
-from .shape import (reshape, unsqueeze)
+import jax.numpy as jnp
+
+from .. import buckets as B
+from ..tensor import apply, Tensor
+from ..matmul_precision import for_operands as _precision
+from ._core import _promote, as_tensor, broadcast_shapes, broadcast_to, prim, to_dtype
+from .elementwise import _st, mul
+from .shape import mT, reshape, unsqueeze
 from ._registry import torch_op
+
+
+# ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
+def _matmul_vjp(a, i, o, g):
+    x, y = i
+    return _st(matmul(g, mT(y)), x), _st(matmul(mT(x), g), y)
+
+
+matmul_p = prim("matmul", lambda a, x, y: jnp.matmul(
+    x, y, precision=a[0] if a else _precision(x, y)), _matmul_vjp, bucket=B.rule_matmul)
+
+
+def _einsum_vjp(a, i, o, g):
+    eq = a[0]
+    ins, out = eq.split("->")
+    specs = ins.split(",")
+    grads = []
+    for k, x in enumerate(i):
+        others = [s for j, s in enumerate(specs) if j != k]
+        available = set(out).union(*others) if others else set(out)
+        target = specs[k]
+        keep = "".join(c for c in target if c in available)
+        sub_eq = ",".join([out] + others) + "->" + keep
+        gk = einsum(sub_eq, g, *[t for j, t in enumerate(i) if j != k])
+        if keep != target:  # indices summed only inside operand k: broadcast back
+            shape = [x.shape[target.index(c)] if c in keep else 1 for c in target]
+            order = [c for c in target if c in keep]
+            gk = reshape(gk, tuple(x.shape[target.index(c)] for c in order))
+            gk = reshape(gk, tuple(shape)) if order == [c for c in target if c in keep] else gk
+            gk = broadcast_to(gk, x.shape)
+        grads.append(gk)
+    return tuple(grads)
+
+
+einsum_p = prim("einsum", lambda a, *xs: jnp.einsum(a[0], *xs, precision=_precision(*xs)),
+                _einsum_vjp, bucket=B.rule_einsum)
+
 
 
 # ---- linear algebra ----------------------------------------------------------------------------
@@ -53,7 +94,7 @@ def matmul(a, b):
         raise ValueError(f"matmul: batch dimensions of shapes {tuple(a.shape)} and "
                          f"{tuple(b.shape)} cannot be broadcast together") from None
     shape = batch + (sa[-2], sb[-1])
-    out = apply(P.matmul, (a, b), (), shape, dt)
+    out = apply(matmul_p, (a, b), (), shape, dt)
     if squeeze_a or squeeze_b:
         shape = batch + ((sa[-2],) if not squeeze_a else ()) + ((sb[-1],) if not squeeze_b else ())
         out = reshape(out, shape)
@@ -144,11 +185,11 @@ def einsum(eq, *operands):
         eq2, shape, bshapes = hit
         ops_ = [o if o._node.shape == bs else broadcast_to(o, bs)
                 for o, bs in zip(operands, bshapes)]
-        return apply(P.einsum, tuple(ops_), (eq2,), shape, operands[0].dtype)
+        return apply(einsum_p, tuple(ops_), (eq2,), shape, operands[0].dtype)
     eq, operands, shape = _explicit_einsum(eq, operands)
     _einsum_cache[key] = (eq, shape, tuple(o._node.shape for o in operands))
     dt = operands[0].dtype
     for o in operands[1:]:
         dt = _promote(dt, o.dtype)
     operands = [to_dtype(o, dt) for o in operands]
-    return apply(P.einsum, tuple(operands), (eq,), shape, dt)
+    return apply(einsum_p, tuple(operands), (eq,), shape, dt)

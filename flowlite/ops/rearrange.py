@@ -1,8 +1,10 @@
 """Rearranging ops built from slices, gathers and broadcasts: roll, repeat_interleave,
 meshgrid.
 
-Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
-the op modules listed before it in ops/__init__.py.
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, buckets (its
+padded-length rules), jax and the op modules listed before it in ops/__init__.py.  The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -12,13 +14,13 @@ import warnings
 import numpy as np
 
 from .. import dtypes as D
-from .. import primitives as P
-from ..tensor import Tensor, apply, from_numpy, _norm_dim
-from ._core import (as_tensor, broadcast_to, to_dtype)
-from .creation import (arange)
-from .shape import (cat, expand, narrow, reshape, unsqueeze)
-from .reduction import (cumsum)
-from .indexing import (index_select)
+from ..tensor import _norm_dim, apply, from_numpy, Tensor
+from .sorting import searchsorted_p
+from ._core import broadcast_to
+from .creation import arange
+from .shape import cat, expand, narrow, reshape, unsqueeze
+from .reduction import cumsum
+from .indexing import index_select
 from ._registry import torch_op
 
 
@@ -105,7 +107,7 @@ def repeat_interleave(x, repeats=None, dim=None, output_size=None):
     ends = cumsum(reps, 0)
     pos = arange(builtins.int(output_size), device=x.device, dtype=ends.dtype)
     # source of output position p: the first i whose cumulative count exceeds p
-    src = apply(P.searchsorted, (ends, pos), (True, D.canonical(D.int64)), pos._node.shape,
+    src = apply(searchsorted_p, (ends, pos), (True, D.canonical(D.int64)), pos._node.shape,
                 D.canonical(D.int64))
     return index_select(x, d, src)
 

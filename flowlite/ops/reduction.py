@@ -1,22 +1,162 @@
 """Reductions: sum, mean, max/min (with indices), argmax, prod, var/std, logsumexp,
 cumsum/cumprod, norm, all/any.
 
-Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
-the op modules listed before it in ops/__init__.py.
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, buckets (its
+padded-length rules), jax and the op modules listed before it in ops/__init__.py.  The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
 import builtins
 import collections
 
-from .. import dtypes as D
-from .. import primitives as P
-from ..tensor import Tensor, apply, tensor, _norm_dim
-from ._core import (_take_along_prim, to_dtype)
-from .elementwise import (abs, eq, exp, isfinite, isnan, log, logical_not, maximum, minimum, ne,
-                          pow, sqrt, where)
-from .shape import (reshape, squeeze)
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .. import buckets as B, dtypes as D
+from ..tensor import _norm_dim, apply, Tensor
+from ._core import _expand_back, full_p, nondiff, prim, reduce_sum_p, to_dtype
+from .elementwise import (abs, eq, exp, isfinite, isnan, log, logical_and, logical_not, maximum,
+                          minimum, ne, pow, sqrt, where)
+from .shape import _take_along_prim, cat, flip, narrow, permute, reshape, squeeze
 from ._registry import torch_op
+from .creation import ones_like
+
+
+# ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
+def _extreme_vjp(a, i, o, g):
+    x = i[0]
+    ob = _expand_back(o, a, x)
+    mask = (x == ob).to(g.dtype)
+    count = _expand_back(sum(mask, dim=a[0], keepdim=a[1]), a, x)
+    return (_expand_back(g, a, x) * mask / count,)
+
+
+reduce_max_p = prim("amax", lambda a, x: jnp.max(x, axis=a[0], keepdims=a[1]), _extreme_vjp,
+                    bucket=B.rule_reduce(True))
+
+
+reduce_min_p = prim("amin", lambda a, x: jnp.min(x, axis=a[0], keepdims=a[1]), _extreme_vjp,
+                    bucket=B.rule_reduce(False))
+
+
+def _prod_vjp(a, i, o, g):
+    x = i[0]
+    axes = a[0]
+    # product of all *other* elements, zero-safe: exclusive cumprods from both ends.
+    rest = [d for d in range(x.ndim) if d not in axes]
+    perm = rest + list(axes)
+    xt = permute(x, perm)
+    lead = tuple(xt.shape[:len(rest)])
+    k = 1
+    for ax in axes:
+        k *= x.shape[ax]
+    flat = reshape(xt, lead + (k,))
+    one = ones_like(narrow(flat, -1, 0, 1))
+    left = cumprod(cat([one, narrow(flat, -1, 0, k - 1)], -1), -1)
+    right = flip(cumprod(flip(cat([narrow(flat, -1, 1, k - 1), one], -1), [-1]), -1), [-1])
+    others = reshape(left * right, tuple(xt.shape))
+    inv = [0] * len(perm)
+    for j, p in enumerate(perm):
+        inv[p] = j
+    others = permute(others, inv)
+    return (_expand_back(g, a, x) * others,)
+
+
+reduce_prod_p = prim("prod", lambda a, x: jnp.prod(x, axis=a[0], keepdims=a[1]), _prod_vjp)
+
+
+argmax_p = nondiff("argmax", lambda a, x: jnp.argmax(x, axis=a[0], keepdims=a[1]))
+
+
+argmin_p = nondiff("argmin", lambda a, x: jnp.argmin(x, axis=a[0], keepdims=a[1]))
+
+
+reduce_all_p = nondiff("all", lambda a, x: jnp.all(x, axis=a[0], keepdims=a[1]))
+
+
+reduce_any_p = nondiff("any", lambda a, x: jnp.any(x, axis=a[0], keepdims=a[1]))
+
+
+cumsum_p = prim("cumsum", lambda a, x: lax.cumsum(x, axis=a[0], reverse=a[1]),
+                lambda a, i, o, g: (cumsum(g, a[0], reverse=not a[1]),))
+
+
+def _cumprod_vjp(a, i, o, g):
+    # d out_j / d x_i = out_j / x_i only while no zero precedes i; zero-safe, like PyTorch:
+    # before a slice's first zero use that formula, at the first zero the reverse sum of
+    # g * cumprod(x with that zero set to 1), after it 0.
+    x, axis = i[0], a[0]
+    zero = x == 0
+    seen = cumsum(zero, axis)
+    first = logical_and(zero, seen == 1)
+    regular = cumsum(g * o, axis, reverse=True) / where(zero, 1.0, x)
+    at_zero = cumsum(g * cumprod(where(first, 1.0, x), axis), axis, reverse=True)
+    return (where(seen == 0, regular, where(first, at_zero, 0.0)),)
+
+
+cumprod_p = prim("cumprod", lambda a, x: lax.cumprod(x, axis=a[0]), _cumprod_vjp)
+
+
+cummax_p = nondiff("cummax", lambda a, x: lax.cummax(x, axis=a[0]))
+
+
+def _order_key(x, descending):
+    """An integer key whose order is PyTorch's order of x: for floats -0.0 == 0.0 and every NaN
+    above +inf (the IEEE bits of a float, sign-folded, sort as signed integers); bools as 0/1.
+    Descending order is the key's bitwise complement (exact, no overflow)."""
+    if x.dtype == jnp.bool_:
+        k = x.astype(jnp.int8)
+    elif jnp.issubdtype(x.dtype, jnp.floating):
+        x = jnp.where(x == 0, jnp.zeros((), x.dtype), x)
+        x = jnp.where(jnp.isnan(x), jnp.array(np.nan, x.dtype), x)
+        bits = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
+        b = lax.bitcast_convert_type(x, bits)
+        k = b ^ ((b >> (8 * x.dtype.itemsize - 1)) & jnp.array(np.iinfo(bits).max, bits))
+    else:
+        k = x
+    return ~k if descending else k
+
+
+def _cum_extreme_lower(a, x):
+    # index of the running max (min) along axis: ties go to the later element, a NaN wins and
+    # stays (PyTorch's cummax/cummin); an associative scan over (is-nan, key, index) pairs
+    axis, largest, out = a
+    nan = jnp.isnan(x) if jnp.issubdtype(x.dtype, jnp.floating) else jnp.zeros(x.shape, bool)
+    key = _order_key(x, largest)      # the running pick is the minimum of this key
+    idx = lax.broadcasted_iota(out.np, x.shape, axis)
+
+    def pick(earlier, later):
+        n0, k0, i0 = earlier
+        n1, k1, i1 = later
+        take = n1 | (~n0 & (k1 <= k0))
+        return (jnp.where(take, n1, n0), jnp.where(take, k1, k0), jnp.where(take, i1, i0))
+    return lax.associative_scan(pick, (nan, key, idx), axis=axis)[2]
+
+
+cum_extreme_indices_p = nondiff("cum_extreme_indices", _cum_extreme_lower)
+
+
+def _logcumsumexp_vjp(a, i, o, g):
+    # d out_j / d x_i = exp(x_i - out_j) for i <= j (the scan's direction): the gradient is
+    # a reverse log-cum-sum-exp of log|g| - out, kept apart for g's two signs so nothing
+    # overflows (the same split as PyTorch's backward)
+    x = i[0]
+    axis, reverse = a
+    lowest = float(np.finfo(x.dtype.np).min)
+    parts = []
+    for mask in (g > 0, g < 0):
+        mag = where(mask, abs(g), 1.0)
+        logg = where(mask, log(mag), lowest)
+        parts.append(exp(_logcumsumexp_prim(logg - o, axis, not reverse) + x))
+    return (parts[0] - parts[1],)
+
+
+logcumsumexp_p = prim("logcumsumexp",
+                      lambda a, x: lax.cumlogsumexp(x, axis=a[0], reverse=a[1]), _logcumsumexp_vjp)
+
 
 
 # ---- reductions --------------------------------------------------------------------------------
@@ -45,21 +185,10 @@ def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001
     elif x.dtype.kind in "biu" and x.dtype is not D.canonical(D.int64):
         x = to_dtype(x, D.int64)
     shape = _reduced_shape(x._node.shape, axes, keepdim)
-    return apply(P.reduce_sum, (x,), (axes, keepdim), shape, x._node.dtype)
+    return apply(reduce_sum_p, (x,), (axes, keepdim), shape, x._node.dtype)
 
 
-def sum_to(g, shape):
-    """Sum a broadcast result back down to `shape` (the unbroadcast in every VJP)."""
-    gs = g._node.shape
-    if gs == tuple(shape):
-        return g
-    lead = len(gs) - len(shape)
-    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
-                                      if s == 1 and gs[i + lead] != 1)
-    r = apply(P.reduce_sum, (g,), (axes, False), _reduced_shape(gs, axes, False), g.dtype)
-    if r._node.shape != tuple(shape):
-        r = reshape(r, tuple(shape))
-    return r
+
 
 
 @torch_op
@@ -110,12 +239,12 @@ MinMax = collections.namedtuple("MinMax", ["values", "indices"])
 
 @torch_op
 def amax(x, dim=None, keepdim=False):
-    return _reduce_extreme(P.reduce_max, x, _axes(x, dim, "amax"), keepdim)
+    return _reduce_extreme(reduce_max_p, x, _axes(x, dim, "amax"), keepdim)
 
 
 @torch_op
 def amin(x, dim=None, keepdim=False):
-    return _reduce_extreme(P.reduce_min, x, _axes(x, dim, "amin"), keepdim)
+    return _reduce_extreme(reduce_min_p, x, _axes(x, dim, "amin"), keepdim)
 
 
 @torch_op
@@ -167,12 +296,12 @@ def _arg(prim, x, dim, keepdim):
 
 @torch_op
 def argmax(x, dim=None, keepdim=False):
-    return _arg(P.argmax, x, dim, keepdim)
+    return _arg(argmax_p, x, dim, keepdim)
 
 
 @torch_op
 def argmin(x, dim=None, keepdim=False):
-    return _arg(P.argmin, x, dim, keepdim)
+    return _arg(argmin_p, x, dim, keepdim)
 
 
 @torch_op
@@ -182,7 +311,7 @@ def prod(x, dim=None, keepdim=False, dtype=None):
     elif x.dtype.kind in "biu":
         x = to_dtype(x, D.int64)
     axes = _axes(x, dim, "prod")
-    return apply(P.reduce_prod, (x,), (axes, keepdim),
+    return apply(reduce_prod_p, (x,), (axes, keepdim),
                  _reduced_shape(x._node.shape, axes, keepdim), x._node.dtype)
 
 
@@ -190,7 +319,7 @@ def prod(x, dim=None, keepdim=False, dtype=None):
 def all(x, dim=None, keepdim=False):  # noqa: A001
     x = to_dtype(x, D.bool_)
     axes = _axes(x, dim, "all")
-    return apply(P.reduce_all, (x,), (axes, keepdim),
+    return apply(reduce_all_p, (x,), (axes, keepdim),
                  _reduced_shape(x._node.shape, axes, keepdim), D.bool_)
 
 
@@ -198,7 +327,7 @@ def all(x, dim=None, keepdim=False):  # noqa: A001
 def any(x, dim=None, keepdim=False):  # noqa: A001
     x = to_dtype(x, D.bool_)
     axes = _axes(x, dim, "any")
-    return apply(P.reduce_any, (x,), (axes, keepdim),
+    return apply(reduce_any_p, (x,), (axes, keepdim),
                  _reduced_shape(x._node.shape, axes, keepdim), D.bool_)
 
 
@@ -241,7 +370,7 @@ def cumsum(x, dim, reverse=False, dtype=None):
     ax = _norm_dim(dim, len(x._node.shape), "cumsum")
     if not x._node.shape:
         return x
-    return apply(P.cumsum, (x,), (ax, reverse), x._node.shape, x._node.dtype)
+    return apply(cumsum_p, (x,), (ax, reverse), x._node.shape, x._node.dtype)
 
 
 @torch_op(inplace=True)
@@ -249,7 +378,7 @@ def cumprod(x, dim):
     ax = _norm_dim(dim, len(x._node.shape), "cumprod")
     if not x._node.shape:
         return x
-    return apply(P.cumprod, (x,), (ax,), x._node.shape, x._node.dtype)
+    return apply(cumprod_p, (x,), (ax,), x._node.shape, x._node.dtype)
 
 
 @torch_op
@@ -284,9 +413,9 @@ def _cum_extreme(x, dim, largest, op, result):
     ax = _norm_dim(dim, len(x._node.shape), op)
     out = D.canonical(D.int64)
     if not x._node.shape:
-        return result(x, apply(P.full, (), ((), 0, out), (), out))
+        return result(x, apply(full_p, (), ((), 0, out), (), out))
     # the values are gathered at the running arg-extreme: the gradient flows to that element
-    idx = apply(P.cum_extreme_indices, (x,), (ax, largest, out), x._node.shape, out)
+    idx = apply(cum_extreme_indices_p, (x,), (ax, largest, out), x._node.shape, out)
     return result(_take_along_prim(x, idx, ax), idx)
 
 
@@ -303,7 +432,7 @@ def cummin(x, dim):
 
 
 def _logcumsumexp_prim(x, axis, reverse=False):
-    return apply(P.logcumsumexp, (x,), (axis, reverse), x._node.shape, x._node.dtype)
+    return apply(logcumsumexp_p, (x,), (axis, reverse), x._node.shape, x._node.dtype)
 
 
 @torch_op

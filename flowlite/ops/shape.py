@@ -1,23 +1,178 @@
 """Shape ops: reshape/view, flatten, squeeze, permute/transpose, expand, repeat, slicing
 primitives, cat/stack/split/chunk, tril/triu, pad.
 
-Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
-the op modules listed before it in ops/__init__.py.
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, buckets (its
+padded-length rules), jax and the op modules listed before it in ops/__init__.py.  The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
 import builtins
 import math
 
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
-from .. import ir
-from .. import primitives as P
+from .. import buckets as B, ir, layout
 from ..runtime import rt
-from ..tensor import Tensor, apply, tensor, _norm_dim, _to_device
-from ._core import (_promote, _shape_arg, as_tensor, broadcast_to, to_dtype)
-from .elementwise import (mul)
+from ..tensor import _norm_dim, _to_device, apply, Tensor
+from ._core import _promote, _shape_arg, as_tensor, broadcast_to, prim, reshape_p, to_dtype
+from .elementwise import mul
 from ._registry import register, torch_op
+from .creation import zeros, zeros_like
+
+
+# ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
+def _inverse_perm(p):
+    inv = [0] * len(p)
+    for j, q in enumerate(p):
+        inv[q] = j
+    return tuple(inv)
+
+
+transpose_p = prim("transpose", lambda a, x: jnp.transpose(x, a[0]),
+                   lambda a, i, o, g: (permute(g, _inverse_perm(a[0])),), bucket=B.rule_transpose)
+
+
+def _slice_vjp(a, i, o, g):
+    starts, stops, steps = a
+    x = i[0]
+    if g.numel() == 0:
+        return (zeros_like(x),)
+    lo, hi, interior = [], [], []
+    for d, (s, e, k) in enumerate(zip(starts, stops, steps)):
+        n = g.shape[d]
+        lo.append(s)
+        interior.append(k - 1)
+        hi.append(x.shape[d] - (s + (n - 1) * k + 1))
+    return (_pad_prim(g, tuple(lo), tuple(hi), tuple(interior), 0),)
+
+
+slice_p = prim("slice", lambda a, x: lax.slice(x, a[0], a[1], a[2]), _slice_vjp,
+               bucket=B.rule_slice)
+
+
+# a slice whose start is data (host scalars): `data[i:i + block_size]` with `i` read from a
+# tensor reuses one program for every offset; its gradient puts g back at the same offset
+def _dyn_slice_vjp(a, i, o, g):
+    return (_dyn_pad(g, i[1:], i[0].shape),) + (None,) * (len(i) - 1)
+
+
+def _dyn_pad_vjp(a, i, o, g):
+    return (_dyn_slice(g, i[1:], i[0].shape),) + (None,) * (len(i) - 1)
+
+
+dyn_slice_p = prim("dyn_slice", lambda a, x, *s: lax.dynamic_slice(x, s, a[0]), _dyn_slice_vjp)
+
+
+dyn_pad_p = prim("dyn_pad", lambda a, g, *s: lax.dynamic_update_slice(
+    jnp.zeros(a[0], g.dtype), g, s), _dyn_pad_vjp)
+
+
+# ---- strided views: reading and writing a root through a layout (flowlite.views) -------------
+def _flat_index(shape, off, strides):
+    idx = jnp.full(shape, off, jnp.int32)
+    for d, (n, s) in enumerate(zip(shape, strides)):
+        if n > 1 and s:
+            idx = idx + lax.broadcasted_iota(jnp.int32, shape, d) * s
+    return idx
+
+
+def _view_read_lower(a, x):
+    root_shape, shape, off, strides = a
+    p = layout.plan(root_shape, shape, off, strides)
+    if p[0] == "identity":
+        return jnp.reshape(x, shape)
+    if p[0] == "box":
+        _, starts, limits, steps, dims, perm = p
+        y = lax.slice(x, starts, limits, steps)
+        y = jnp.reshape(y, tuple(y.shape[d] for d in dims))
+        return jnp.reshape(jnp.transpose(y, perm), shape)
+    return jnp.reshape(x, (-1,))[_flat_index(shape, off, strides)]
+
+
+def _view_write_lower(a, x, v):
+    root_shape, shape, off, strides, accumulate = a
+    p = layout.plan(root_shape, shape, off, strides)
+    if p[0] == "identity":
+        v = jnp.reshape(v, root_shape)
+        return x + v if accumulate else v
+    if p[0] == "box":
+        _, starts, limits, steps, dims, perm = p
+        sizes = [1] * len(root_shape)
+        for d in dims:
+            sizes[d] = len(range(starts[d], limits[d], steps[d]))
+        kept = tuple(n for n in shape if n > 1)
+        v = jnp.transpose(jnp.reshape(v, kept), _inverse_perm(perm))
+        v = jnp.reshape(v, sizes)
+        if not accumulate and all(k == 1 for k in steps):
+            return lax.dynamic_update_slice(x, v, starts)
+        at = x.at[tuple(slice(b, e, k) for b, e, k in zip(starts, limits, steps))]
+        return at.add(v) if accumulate else at.set(v)
+    at = jnp.reshape(x, (-1,)).at[jnp.reshape(_flat_index(shape, off, strides), (-1,))]
+    v = jnp.reshape(v, (-1,))
+    return jnp.reshape(at.add(v) if accumulate else at.set(v), root_shape)
+
+
+def _view_read_vjp(a, i, o, g):
+    root_shape, shape, off, strides = a
+    return (_view_write(zeros(root_shape, dtype=g.dtype, device=g.device), g,
+                          off, strides, accumulate=True),)
+
+
+def _view_write_vjp(a, i, o, g):
+    root_shape, shape, off, strides, accumulate = a
+    gv = _view_read(g, shape, off, strides)
+    if accumulate:
+        return g, gv
+    return _view_write(g, zeros(shape, dtype=g.dtype, device=g.device), off, strides), gv
+
+
+view_read_p = prim("view_read", _view_read_lower, _view_read_vjp)
+
+
+view_write_p = prim("view_write", _view_write_lower, _view_write_vjp)
+
+
+def _pad_vjp(a, i, o, g):
+    lo, hi, interior, _ = a
+    x = i[0]
+    starts = tuple(lo)
+    steps = tuple(k + 1 for k in interior)
+    stops = tuple(s + (n - 1) * k + 1 if n else s for s, n, k in zip(starts, x.shape, steps))
+    return (_slice_prim(g, starts, stops, steps),)
+
+
+pad_p = prim("pad", lambda a, x: lax.pad(x, jnp.asarray(a[3], x.dtype),
+                                       tuple(zip(a[0], a[1], a[2]))), _pad_vjp)
+
+
+def _concat_vjp(a, i, o, g):
+    axis = a[0]
+    out, start = [], 0
+    for x in i:
+        n = x.shape[axis]
+        out.append(narrow(g, axis, start, n))
+        start += n
+    return tuple(out)
+
+
+concatenate_p = prim("concatenate", lambda a, *xs: jnp.concatenate(xs, axis=a[0]), _concat_vjp,
+                     bucket=B.rule_concatenate)
+
+
+rev_p = prim("rev", lambda a, x: lax.rev(x, a[0]), lambda a, i, o, g: (_rev_prim(g, a[0]),))
+
+
+tril_p = prim("tril", lambda a, x: jnp.tril(x, a[0]), lambda a, i, o, g: (tril(g, a[0]),),
+              bucket=B.rule_tri)
+
+
+triu_p = prim("triu", lambda a, x: jnp.triu(x, a[0]), lambda a, i, o, g: (triu(g, a[0]),),
+              bucket=B.rule_tri)
+
 
 
 _reshape_cache: dict = {}
@@ -31,7 +186,7 @@ def reshape(x, *shape):
     key = (old, shape)
     hit = _reshape_cache.get(key)
     if hit is not None:
-        return x if hit == old else apply(P.reshape, (x,), (hit,), hit, x._node.dtype)
+        return x if hit == old else apply(reshape_p, (x,), (hit,), hit, x._node.dtype)
     r = _reshape_slow(x, shape)
     _reshape_cache[key] = r._node.shape
     return r
@@ -66,7 +221,7 @@ def _reshape_slow(x, shape):
                          f"(shape {tuple(old)})")
     if shape == old:          # e.g. view(-1) of a vector: no op recorded
         return x
-    return apply(P.reshape, (x,), (shape,), shape, x._node.dtype)
+    return apply(reshape_p, (x,), (shape,), shape, x._node.dtype)
 
 
 
@@ -132,7 +287,7 @@ def permute(x, *dims):
     key = (shp, dims)
     hit = _perm_cache.get(key)
     if hit is not None:            # validated before: (perm, out shape) or True for identity
-        return x if hit is True else apply(P.transpose, (x,), (hit[0],), hit[1], x._node.dtype)
+        return x if hit is True else apply(transpose_p, (x,), (hit[0],), hit[1], x._node.dtype)
     r = _permute_slow(x, dims)
     if r is x:
         _perm_cache[key] = True
@@ -154,7 +309,7 @@ def _permute_slow(x, dims):
     if dims == tuple(range(nd)):
         return x
     shp = x._node.shape
-    return apply(P.transpose, (x,), (dims,), tuple(shp[d] for d in dims), x._node.dtype)
+    return apply(transpose_p, (x,), (dims,), tuple(shp[d] for d in dims), x._node.dtype)
 
 
 def transpose_family(permute):
@@ -229,43 +384,43 @@ def repeat(x, *reps):
 
 def _slice_prim(x, starts, stops, steps):
     shape = tuple(builtins.max(0, -(-(e - s) // k)) for s, e, k in zip(starts, stops, steps))
-    return apply(P.slice_, (x,), (tuple(starts), tuple(stops), tuple(steps)), shape,
+    return apply(slice_p, (x,), (tuple(starts), tuple(stops), tuple(steps)), shape,
                  x._node.dtype)
 
 
 def _dyn_slice(x, starts, sizes):
     """x[starts : starts + sizes] with the starts as data (0-d int32 tensors, host scalars)."""
-    return apply(P.dyn_slice, (x,) + tuple(starts), (tuple(sizes),), tuple(sizes),
+    return apply(dyn_slice_p, (x,) + tuple(starts), (tuple(sizes),), tuple(sizes),
                  x._node.dtype)
 
 
 def _dyn_pad(g, starts, shape):
     """Zeros of `shape` holding g at the data offsets `starts` (dyn_slice's gradient)."""
-    return apply(P.dyn_pad, (g,) + tuple(starts), (tuple(shape),), tuple(shape), g._node.dtype)
+    return apply(dyn_pad_p, (g,) + tuple(starts), (tuple(shape),), tuple(shape), g._node.dtype)
 
 
 def _pad_prim(x, lo, hi, interior, value):
     shape = tuple(l_ + h + n + builtins.max(n - 1, 0) * i
                   for n, l_, h, i in zip(x._node.shape, lo, hi, interior))
-    return apply(P.pad, (x,), (tuple(lo), tuple(hi), tuple(interior), value), shape,
+    return apply(pad_p, (x,), (tuple(lo), tuple(hi), tuple(interior), value), shape,
                  x._node.dtype)
 
 
 def _rev_prim(x, axes):
-    return apply(P.rev, (x,), (tuple(axes),), x._node.shape, x._node.dtype)
+    return apply(rev_p, (x,), (tuple(axes),), x._node.shape, x._node.dtype)
 
 
 def _view_read(x, shape, off, strides):
     """x's elements at layout (off, strides) of x's contiguous order (flowlite.views)."""
     shape = tuple(shape)
-    return apply(P.view_read, (x,), (x._node.shape, shape, off, tuple(strides)), shape,
+    return apply(view_read_p, (x,), (x._node.shape, shape, off, tuple(strides)), shape,
                  x._node.dtype)
 
 
 def _view_write(x, v, off, strides, accumulate=False):
     """x with the elements at layout (off, strides) replaced by (or, accumulating,
     increased by) v's."""
-    return apply(P.view_write, (x, v), (x._node.shape, v._node.shape, off, tuple(strides),
+    return apply(view_write_p, (x, v), (x._node.shape, v._node.shape, off, tuple(strides),
                                         accumulate), x._node.shape, x._node.dtype)
 
 
@@ -328,7 +483,7 @@ def cat(tensors, dim=0):
     tensors = [to_dtype(t, dt) for t in tensors]
     total = builtins.sum(t._node.shape[d] for t in tensors)
     shape = ref[:d] + (total,) + ref[d + 1:]
-    return apply(P.concatenate, tuple(tensors), (d,), shape, dt)
+    return apply(concatenate_p, tuple(tensors), (d,), shape, dt)
 
 
 
@@ -421,14 +576,14 @@ def unbind(x, dim=0):
 def tril(x, diagonal=0):
     if x.ndim < 2:
         raise ValueError(f"tril: input tensor must have at least 2 dimensions (got {x.ndim})")
-    return apply(P.tril, (x,), (diagonal,), x._node.shape, x._node.dtype)
+    return apply(tril_p, (x,), (diagonal,), x._node.shape, x._node.dtype)
 
 
 @torch_op(inplace=True)
 def triu(x, diagonal=0):
     if x.ndim < 2:
         raise ValueError(f"triu: input tensor must have at least 2 dimensions (got {x.ndim})")
-    return apply(P.triu, (x,), (diagonal,), x._node.shape, x._node.dtype)
+    return apply(triu_p, (x,), (diagonal,), x._node.shape, x._node.dtype)
 
 
 def pad(x, pad, mode="constant", value=0.0):
@@ -463,3 +618,46 @@ def contiguous(x):
 def clone(x, *, memory_format=None):
     # memory_format: flowlite tensors have no strides of their own to preserve
     return mul(x, 1) if x.requires_grad else Tensor(x._node)
+
+
+# ---- gather / scatter-add along an axis (a pair: each is the other's gradient) ----------
+def _along(idx, axis):
+    grids = list(jnp.indices(idx.shape, sparse=True))
+    grids[axis] = idx
+    return tuple(grids)
+
+
+def _take_along_vjp(a, i, o, g):
+    x, idx = i
+    return _scatter_add_prim(zeros_like(x), idx, g, a[0]), None
+
+
+take_along_p = prim("gather", lambda a, x, idx: x[_along(idx, a[0])], _take_along_vjp)
+
+
+def _src_grad(g, idx, src, axis):
+    """Cotangent of a scatter's src: gathered at idx, zero beyond idx's extent (PyTorch lets
+    src be larger than the index and uses only its leading block)."""
+    gs = _take_along_prim(g, idx, axis)
+    if tuple(idx.shape) != tuple(src.shape):
+        hi = tuple(s - n for s, n in zip(src.shape, idx.shape))
+        gs = _pad_prim(gs, (0,) * len(hi), hi, (0,) * len(hi), 0)
+    return gs
+
+
+def _scatter_add_vjp(a, i, o, g):
+    x, idx, src = i
+    return g, None, _src_grad(g, idx, src, a[0])
+
+
+def _take_along_prim(x, index, d):
+    return apply(take_along_p, (x, index), (d,), index._node.shape, x._node.dtype)
+
+
+def _scatter_add_prim(x, index, src, d):
+    return apply(scatter_add_p, (x, index, src), (d,), x._node.shape, x._node.dtype)
+
+
+scatter_add_p = prim("scatter_add",
+                     lambda a, x, idx, src: x.at[_along(idx, a[0])].add(
+                         src[tuple(slice(0, n) for n in idx.shape)]), _scatter_add_vjp)

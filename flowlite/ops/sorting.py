@@ -1,8 +1,10 @@
 """Ordering ops: sort, argsort, topk, kthvalue, median/nanmedian, mode, unique, searchsorted,
 bucketize.
 
-Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, primitives and
-the op modules listed before it in ops/__init__.py.
+Layer: op front end (flowlite.ops) — imports dtypes, device, ir, tensor, buckets (its
+padded-length rules), jax and the op modules listed before it in ops/__init__.py.  The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 
 Each selection is an index-producing primitive (a stable `lax.sort` or `lax.top_k` over an
 integer key that orders floats as PyTorch does: -0.0 == 0.0, NaN above +inf) and the values
@@ -15,16 +17,95 @@ from __future__ import annotations
 import builtins
 import collections
 
+import jax
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .. import dtypes as D
-from .. import primitives as P
-from ..tensor import Tensor, apply, from_numpy, _norm_dim
-from ._core import (_scalar_types, _take_along_prim, as_tensor, to_dtype)
-from .elementwise import (isnan, where)
-from .shape import (narrow, reshape, squeeze)
-from .reduction import (sum)
+from ..tensor import _norm_dim, apply, from_numpy, Tensor
+from ._core import as_tensor, full_p, nondiff, prim, to_dtype
+from .shape import _take_along_prim, narrow, reshape, squeeze
+from .elementwise import eq, isnan, logical_and, logical_or, where
+from .reduction import _order_key, sum
 from ._registry import torch_op
+
+
+# ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
+def _argsort_lower(a, x):
+    axis, descending, out = a
+    key = _order_key(x, descending)
+    iota = lax.broadcasted_iota(out.np, x.shape, axis)
+    return lax.sort((key, iota), dimension=axis, is_stable=True, num_keys=1)[1]
+
+
+def _topk_lower(a, x):
+    k, axis, largest, out = a
+    key = jnp.moveaxis(_order_key(x, not largest), axis, -1)   # top_k takes the largest keys
+    return jnp.moveaxis(lax.top_k(key, k)[1].astype(out.np), -1, axis)
+
+
+argsort_p = nondiff("argsort", _argsort_lower)
+
+
+topk_indices_p = nondiff("topk_indices", _topk_lower)
+
+
+def _mode_lower(a, x):
+    # the most frequent value along axis (the smallest among equally frequent ones) and, as in
+    # PyTorch, the index of its last occurrence: a stable sort makes equal values one run in
+    # original order; each run's length comes from running max/min of its boundaries
+    axis, out = a
+    n = x.shape[axis]
+    order = _argsort_lower((axis, False, out), x)
+    s = jnp.take_along_axis(x, order, axis)
+    pos = lax.broadcasted_iota(jnp.int32, x.shape, axis)
+    first = lax.slice_in_dim(s, 0, 1, axis=axis)
+    lead = jnp.concatenate([jnp.ones_like(first, bool),
+                            lax.slice_in_dim(s, 1, n, axis=axis)
+                            != lax.slice_in_dim(s, 0, n - 1, axis=axis)], axis)
+    tail = jnp.concatenate([lax.slice_in_dim(lead, 1, n, axis=axis),
+                            jnp.ones_like(first, bool)], axis)
+    start = lax.cummax(jnp.where(lead, pos, 0), axis=axis)
+    end = lax.cummin(jnp.where(tail, pos, n), axis=axis, reverse=True)
+    best = jnp.argmax(end - start, axis=axis, keepdims=True)    # first longest run
+    last = jnp.take_along_axis(end, best, axis)
+    return jnp.take_along_axis(order, last, axis)
+
+
+mode_index_p = nondiff("mode_index", _mode_lower)
+
+
+def _searchsorted_lower(a, seq, v):
+    right, out = a
+    side = "right" if right else "left"
+    if seq.ndim == 1:
+        r = jnp.searchsorted(seq, v, side=side)
+    else:   # one sorted row per leading index
+        lead = seq.shape[:-1]
+        f = jax.vmap(lambda s, x: jnp.searchsorted(s, x, side=side))
+        r = f(seq.reshape((-1, seq.shape[-1])), v.reshape((-1, v.shape[-1]))).reshape(
+            lead + (v.shape[-1],))
+    return r.astype(out.np)
+
+
+searchsorted_p = nondiff("searchsorted", _searchsorted_lower)
+
+
+def _distribute_vjp(a, i, o, g):
+    # the gradient of a global median (PyTorch's evenly_distribute_backward): shared evenly
+    # by every element equal to the result (every NaN when the result is NaN)
+    x = i[0]
+    mask = eq(x, o)
+    if x.dtype.is_floating_point:
+        mask = logical_or(mask, logical_and(isnan(x), isnan(o)))
+    w = mask.to(g.dtype)
+    return g * w / sum(w), None
+
+
+# value v chosen from x, differentiated as above (forward: v itself)
+distribute_grad_p = prim("distribute_grad", lambda a, x, v: v, _distribute_vjp)
+
 
 SortResult = collections.namedtuple("sort", ["values", "indices"])
 TopkResult = collections.namedtuple("topk", ["values", "indices"])
@@ -49,7 +130,7 @@ def _zero_d(x, op, dim):
 
 
 def _argsort_prim(x, dim, descending):
-    return apply(P.argsort, (x,), (dim, builtins.bool(descending), _index_dtype()),
+    return apply(argsort_p, (x,), (dim, builtins.bool(descending), _index_dtype()),
                  x._node.shape, _index_dtype())
 
 
@@ -90,9 +171,9 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - PyTorch's nam
                            f"size {n} (input shape {tuple(x.shape)})")
     shape = tuple(k if i == d else s for i, s in enumerate(y._node.shape))
     if k == 0:
-        idx = apply(P.full, (), (shape, 0, _index_dtype()), shape, _index_dtype())
+        idx = apply(full_p, (), (shape, 0, _index_dtype()), shape, _index_dtype())
     else:
-        idx = apply(P.topk_indices, (y,), (k, d, builtins.bool(largest), _index_dtype()),
+        idx = apply(topk_indices_p, (y,), (k, d, builtins.bool(largest), _index_dtype()),
                     shape, _index_dtype())
     values = _take_along_prim(y, idx, d)
     if x.ndim == 0:
@@ -169,7 +250,7 @@ def _median_all(x, op, ignore_nan):
         raise RuntimeError(f"{op}(): expected a non-empty tensor (shape {tuple(x.shape)})")
     flat = reshape(x, (-1,))
     v = _median_dim(flat, 0, False, op, ignore_nan).values.detach()
-    return apply(P.distribute_grad, (x, v), (), (), x._node.dtype)
+    return apply(distribute_grad_p, (x, v), (), (), x._node.dtype)
 
 
 @torch_op
@@ -194,7 +275,7 @@ def mode(x, dim=-1, keepdim=False):
     last occurrence."""
     y, d, z = _prepare(x, dim, "mode")
     shape = tuple(1 if i == d else s for i, s in enumerate(y._node.shape))
-    idx = apply(P.mode_index, (y,), (d, _index_dtype()), shape, _index_dtype())
+    idx = apply(mode_index_p, (y,), (d, _index_dtype()), shape, _index_dtype())
     values = _take_along_prim(y, idx, d)
     if not (keepdim or z):
         values, idx = squeeze(values, d), squeeze(idx, d)
@@ -264,7 +345,7 @@ def searchsorted(sorted_sequence, input, out_int32=False, right=False, side=None
         dt = D.promote(v.dtype, seq.dtype)
         seq, v = to_dtype(seq, dt), to_dtype(v, dt)
     out = D.int32 if out_int32 else _index_dtype()
-    return apply(P.searchsorted, (seq, v), (builtins.bool(right), out), v._node.shape, out)
+    return apply(searchsorted_p, (seq, v), (builtins.bool(right), out), v._node.shape, out)
 
 
 @torch_op(method=False)
