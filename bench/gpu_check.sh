@@ -66,7 +66,7 @@ except RuntimeError:
 print("jax devices:", jax.devices(), "| GPU:", gpus[0].device_kind if gpus else
       "no GPU (JAX sees none): the GPU parts will be skipped")
 import flowlite
-from flowlite import xla_flags
+from flowlite.engine import xla_flags
 print("flowlite XLA:CPU tuning:", xla_flags.chosen)
 EOF
 YNN=--xla_cpu_experimental_ynn_fusion_type=-individual_convolution

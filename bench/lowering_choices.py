@@ -37,7 +37,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax import lax  # noqa: E402
 
-from flowlite import primitives as P  # noqa: E402
+from flowlite.frontend import primitives as P  # noqa: E402
 
 CONVS = {  # name: (x shape, weight shape, stride)
     "lenet conv1 1->16 3x3": ((64, 1, 28, 28), (16, 1, 3, 3), 1),

@@ -28,7 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-# flowlite first: it sets its measured XLA:CPU options (flowlite/xla_flags.py) before any
+# flowlite first: it sets its measured XLA:CPU options (flowlite/engine/xla_flags.py) before any
 # JAX backend exists, and the JAX reference in this process runs with the same ones
 import flowlite  # noqa: E402,F401
 import harness  # noqa: E402

@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 import flowlite as fl
-from flowlite import executor
+from flowlite.engine import executor
 
 
 def per_op(label, fn, n=20000):

@@ -1,9 +1,9 @@
 """Making laziness visible: recompile explanations, sync hygiene, eager and anomaly modes,
 graph and HLO inspection.
 
-Layer: observer — imports ir, runtime, tape, lowering, executor, tensor and metrics, and
-installs its hooks on `runtime.rt` (the executor and tracer never import it).
-Everything here is off the hot path unless switched on: the tracer checks one flag per op.
+Layer: entry — imports engine.device, engine.executor, engine.ir, engine.lowering,
+engine.metrics, engine.runtime, engine.tape, frontend.tensor. Everything here is off the hot
+path unless switched on: the tracer checks one flag per op.
 """
 from __future__ import annotations
 
@@ -13,12 +13,12 @@ import warnings
 
 import numpy as np
 
-from . import executor, ir, metrics
-from .device import default_device
-from .lowering import lower_program
-from .runtime import rt
-from .tape import _state as _grad_state
-from .tensor import Tensor
+from .engine import executor, ir, metrics
+from .engine.device import default_device
+from .engine.lowering import lower_program
+from .engine.runtime import rt
+from .engine.tape import _state as _grad_state
+from .frontend.tensor import Tensor
 
 # ---- switches read by the tracer: `rt.debug_on` is the one flag checked per op ---------------
 flags = rt.flags

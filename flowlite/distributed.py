@@ -12,7 +12,7 @@ key.
     opt = optim.AdamW(model.parameters())             # state follows the parameters
     loader = DataLoader(ds, batch_size=64, device=mesh.device)   # batches split on "data"
 
-Layer: above the tensor — imports ir, executor, mesh and tensor.
+Layer: entry — imports engine.executor, engine.ir, engine.mesh, frontend.tensor.
 """
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ import os
 import jax
 import numpy as np
 
-from . import ir
-from .executor import sync
-from .mesh import Mesh, device_for_sharding, put  # noqa: F401  (public names live here)
-from .tensor import Tensor, from_jax
+from .engine import ir
+from .engine.executor import sync
+from .engine.mesh import Mesh, device_for_sharding, put  # noqa: F401  (public names live here)
+from .frontend.tensor import Tensor, from_jax
 
 def place(t: Tensor, mesh: Mesh, *spec) -> Tensor:
     """A copy of `t` on `mesh` with PartitionSpec(*spec) (no spec: replicated)."""

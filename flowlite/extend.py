@@ -1,8 +1,11 @@
 """flowlite.extend — the one public API for building on flowlite's core.
 
-Layer: extension API.  `flowlite.nn`, `flowlite.optim`, `flowlite.data` and user code that
-defines its own fused operations import this module (never `executor`, `lowering`, `ir` or
-the tape), so the core can change underneath them.
+Layer: extension API — imports distributed, engine.device, engine.dtypes, engine.executor,
+engine.ir, engine.mesh, engine.metrics, engine.tape, frontend.checks, frontend.compile,
+frontend.control_flow, frontend.ops, frontend.primitives, frontend.random, frontend.recording,
+frontend.tensor. `flowlite.nn`, `flowlite.optim`, `flowlite.data` and user code that defines its
+own fused operations import this module (never `executor`, `lowering`, `ir` or the tape), so the
+core can change underneath them.
 
 What it offers:
 
@@ -39,19 +42,21 @@ What it offers:
 """
 from __future__ import annotations
 
-from . import dtypes, ir as _ir, ops, primitives as prims, random
-from .control_flow import scan
-from .device import Device, device
-from .ir import Prim
-from .mesh import put
-from .metrics import user_site
-from .tensor import Size, Tensor, from_jax, from_numpy, tensor
-from .tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from .recording import (host_scalar, rebind, record, record_into, set_value,
-                        share, share_into)
-from .executor import on_clear as on_clear_cache, sync as _sync, verify_pending as _verify_pending
-from .checks import index_in_range as check_index, checks_enabled
-from .compile import register_guard
+from .engine import dtypes, ir as _ir
+from .frontend import ops, primitives as prims, random
+from .frontend.control_flow import scan
+from .engine.device import Device, device
+from .engine.ir import Prim
+from .engine.mesh import put
+from .engine.metrics import user_site
+from .frontend.tensor import Size, Tensor, from_jax, from_numpy, tensor
+from .engine.tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .frontend.recording import (host_scalar, rebind, record, record_into, set_value, share,
+                                 share_into)
+from .engine.executor import (on_clear as on_clear_cache, sync as _sync,
+                              verify_pending as _verify_pending)
+from .frontend.checks import index_in_range as check_index, checks_enabled
+from .frontend.compile import register_guard
 from .distributed import Mesh, data_parallel, global_batch, shard_batch
 
 __all__ = ["Tensor", "Size", "ops", "prims", "random", "dtypes", "scan", "no_grad",

@@ -14,9 +14,7 @@ flowlite module (so `torch.nn.Module is flowlite.nn.Module`), writes go to it (s
 
 In-process use (a notebook): `import flowlite.run; flowlite.run.install()` then `import torch`.
 
-Layer: an entry point above everything — it imports the already-initialised package
-through `sys.modules` (running `python -m flowlite.run` imports `flowlite` first), never
-as an import statement, so no module of the package depends on it.
+Layer: package — imports nothing of flowlite.
 """
 from __future__ import annotations
 
@@ -53,23 +51,25 @@ TORCH_MODULES = {
     "torch.optim": ".optim",
     "torch.optim.lr_scheduler": ".optim.lr_scheduler",
     "torch.optim.optimizer": ".optim",
-    "torch.utils": ".utils",
-    "torch.utils.data": ".utils.data",
-    "torch.utils.data.dataset": ".utils.data",
-    "torch.utils.data.dataloader": ".utils.data",
-    "torch.utils.data.sampler": ".utils.data",
-    "torch.utils.data.distributed": ".utils.data",
-    "torch.cuda": ".cuda",
-    "torch.accelerator": ".accelerator",
-    "torch.backends": ".backends",
-    "torch.backends.cudnn": ".backends.cudnn",
-    "torch.backends.cuda": ".backends.cuda",
-    "torch.backends.mps": ".backends.mps",
+    "torch.utils": ".compat.utils",
+    "torch.utils.data": ".compat.utils.data",
+    "torch.utils.data.dataset": ".compat.utils.data",
+    "torch.utils.data.dataloader": ".compat.utils.data",
+    "torch.utils.data.sampler": ".compat.utils.data",
+    "torch.utils.data.distributed": ".compat.utils.data",
+    "torch.cuda": ".compat.cuda",
+    "torch.accelerator": ".compat.accelerator",
+    "torch.backends": ".compat.backends",
+    "torch.backends.cudnn": ".compat.backends.cudnn",
+    "torch.backends.cuda": ".compat.backends.cuda",
+    "torch.backends.mps": ".compat.backends.mps",
     "torch.autograd": ".autograd",
-    "torch.onnx": ".onnx",          # importable; export raises (flowlite writes no ONNX)
-    "torch.amp": ".amp",            # autocast (no effect, says so), GradScaler
-    "torch.cuda.amp": ".amp",
+    "torch.onnx": ".compat.onnx",   # importable; export raises (flowlite writes no ONNX)
+    "torch.amp": ".compat.amp",     # autocast (no effect, says so), GradScaler
+    "torch.cuda.amp": ".compat.amp",
     "torch.distributed": ".distributed",   # process groups; DDP is nn.parallel's
+    "torch.serialization": ".formats.serialization",
+    "torch.random": ".frontend.random",
 }
 
 

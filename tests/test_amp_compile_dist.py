@@ -49,7 +49,7 @@ def _pair(grad_scale):
             try:
                 s = fl.amp.GradScaler(init_scale=1024.0, growth_interval=1)
             finally:
-                from flowlite.cuda import is_available
+                from flowlite.compat.cuda import is_available
                 amp._gpu_available = is_available
         else:
             s = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1)

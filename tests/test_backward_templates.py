@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-from flowlite import backward_templates as bt
+from flowlite.engine import backward_templates as bt
 from flowlite import nn
 
 
@@ -134,8 +134,8 @@ def test_retain_grad_create_graph_and_grad_inputs_bypass_templates(fresh_templat
 def test_a_rule_whose_nodes_change_between_recordings_is_never_templated(fresh_templates):
     # a (deliberately odd) VJP reading Python state the tape key can't see: the two
     # recordings differ, so every backward keeps running the rule and stays correct
-    from flowlite.ir import Prim
-    from flowlite.tensor import apply
+    from flowlite.engine.ir import Prim
+    from flowlite.frontend.tensor import apply
     factor = [0.0]
     odd = Prim("odd_double", lambda attrs, x: x * 2,
                lambda attrs, ins, out, g: (g * factor[0],))

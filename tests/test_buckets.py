@@ -1,4 +1,4 @@
-"""Length buckets (flowlite/buckets.py): a loop whose tensors grow by one each iteration
+"""Length buckets (flowlite/engine/buckets.py): a loop whose tensors grow by one each iteration
 compiles once per bucket of lengths instead of once per length, and computes exactly what the
 per-length programs compute — checked here against the same loop with buckets off, for each
 primitive rule (softmax/sum/amax over the growing axis, contractions over it, negative
@@ -10,7 +10,7 @@ import pytest
 
 import flowlite as fl
 import flowlite.nn.functional as F
-from flowlite import buckets
+from flowlite.engine import buckets
 
 pytestmark = pytest.mark.filterwarnings("ignore:flowlite.*recompiled:UserWarning")
 

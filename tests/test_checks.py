@@ -170,7 +170,7 @@ Y = np.array([[2, 3, 4, 5]])
 def guard_kind(request, monkeypatch):
     """Both ways a checked program guards its in-place updates: lax.cond (CPU programs) and a
     select (GPU/TPU programs, lowering.guards_in_conditional), both run here on the CPU."""
-    from flowlite import executor, lowering
+    from flowlite.engine import executor, lowering
     if request.param == "select":
         monkeypatch.setattr(lowering, "guards_in_conditional", lambda device: False)
         executor.clear_cache()
@@ -209,7 +209,7 @@ def test_failed_training_step_commits_nothing_and_training_goes_on(guard_kind):
 def test_deferred_failure_raises_at_the_next_step(monkeypatch, guard_kind):
     # the failed step has finished by the next sync (made certain here: on a loaded machine
     # it may still run, and then the next step chains on it and raises at the read after)
-    from flowlite import executor
+    from flowlite.engine import executor
     monkeypatch.setattr(executor, "_finished", lambda flags: flags.block_until_ready() is not None)
     m, opt = _model()
     _step(m, opt, fl.tensor(GOOD), fl.tensor(Y))
@@ -228,7 +228,7 @@ def test_deferred_failure_raises_at_the_next_step(monkeypatch, guard_kind):
 
 def _never_finished(monkeypatch):
     """Every deferred step looks still running: the next step chains on top of it."""
-    from flowlite import executor
+    from flowlite.engine import executor
     monkeypatch.setattr(executor, "_finished", lambda flags: False)
 
 
@@ -238,10 +238,10 @@ def test_chained_steps_train_as_unchained_ones(monkeypatch):
     _never_finished(monkeypatch)
     m2, opt2 = _model()
     losses = [_step(m2, opt2, fl.tensor(GOOD), fl.tensor(Y)) for _ in range(4)]
-    from flowlite import executor
-    assert len(fl.runtime.rt.local.unverified) == 4          # all dispatched, none read
+    from flowlite.engine import executor
+    assert len(fl.engine.runtime.rt.local.unverified) == 4          # all dispatched, none read
     assert [x.item() for x in losses] == ref
-    assert fl.runtime.rt.local.unverified is None
+    assert fl.engine.runtime.rt.local.unverified is None
     assert any(e.chained for e in executor.executables())
 
 
@@ -252,7 +252,7 @@ def test_step_chained_on_a_failed_one_commits_nothing(monkeypatch):
     before = _snapshot(m, opt)
     _step(m, opt, fl.tensor(BAD), fl.tensor(Y))               # fails, unread
     on_top = _step(m, opt, fl.tensor(GOOD), fl.tensor(Y))     # dispatched on top of it
-    assert len(fl.runtime.rt.local.unverified) == 2
+    assert len(fl.engine.runtime.rt.local.unverified) == 2
     with pytest.raises(IndexError, match="embedding: index 12"):
         on_top.item()                                         # the first read raises
     for a, b in zip(before, _snapshot(m, opt)):

@@ -12,7 +12,7 @@ from jax import lax
 
 import flowlite as fl
 import flowlite.nn.functional as F
-from flowlite import primitives as P
+from flowlite.frontend import primitives as P
 
 # (x shape, w shape, (strides, padding pairs, lhs dilation, rhs dilation, groups))
 TAP_CASES = [

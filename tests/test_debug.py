@@ -239,7 +239,7 @@ def test_graph_size_guard_warns_with_the_start_line():
                 x = x + 1.0
     finally:
         fl.debug.set_graph_size_threshold(200_000)
-    fl.executor._pending.clear()
+    fl.engine.executor._pending.clear()
 
 
 def test_a_test_file_passes_in_eager_mode():
@@ -253,7 +253,7 @@ def test_a_test_file_passes_in_eager_mode():
 
 
 def test_user_site_names_each_call_line_of_one_function():
-    from flowlite.metrics import user_site
+    from flowlite.engine.metrics import user_site
 
     def two_sites():
         a = user_site(1)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-import flowlite.ops as F
+import flowlite.frontend.ops as F
 
 # every check here is a new program by design; flowlite's recompile advice doesn't apply
 pytestmark = pytest.mark.filterwarnings("ignore:flowlite.*recompiled:UserWarning")

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-from flowlite import executor
+from flowlite.engine import executor
 
 
 def _count():

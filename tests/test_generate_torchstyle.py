@@ -5,7 +5,7 @@ masking with -inf, softmax, multinomial, cat — runs unchanged with `import flo
 Checked: the same weights give PyTorch's tokens (greedy: top_k=1 makes multinomial exact);
 sampling with top-k draws only among the k most likely tokens; one executable per token;
 and the measured compile behaviour (documented in the README): the growing context is one
-length family (flowlite/buckets.py) — a few compiles while it is recognised, then one per
+length family (flowlite/engine/buckets.py) — a few compiles while it is recognised, then one per
 bucket of lengths, none when the same generation runs again — with PyTorch's tokens."""
 import os
 import sys
@@ -80,7 +80,7 @@ def test_one_executable_per_token_and_no_recompiles_when_run_again(models):
 
 
 def test_long_generation_compiles_per_bucket_not_per_length_with_pytorchs_tokens(models):
-    from flowlite import buckets
+    from flowlite.engine import buckets
     ours, theirs = models
     fl.clear_cache()
     buckets.set_buckets(True)

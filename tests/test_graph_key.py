@@ -1,4 +1,4 @@
-"""The graph key recorded with the ops (flowlite/graph_key.py): a steady step is keyed
+"""The graph key recorded with the ops (flowlite/engine/graph_key.py): a steady step is keyed
 without walking its graph, and every case the recorded key can't name falls back to the
 walk with the same values."""
 from __future__ import annotations
@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-from flowlite import executor, nn, optim
+from flowlite import nn, optim
+from flowlite.engine import executor
 from flowlite.nn import functional as F
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import flowlite as fl
-from flowlite import executor, host_eval
+from flowlite.engine import executor, host_eval
 
 
 def _counts():

@@ -14,8 +14,8 @@ import torch
 from jax import lax
 
 import flowlite as fl
-import flowlite.ops as F
-from flowlite import primitives as P
+import flowlite.frontend.ops as F
+from flowlite.frontend import primitives as P
 from conftest import check_grad, randn
 
 
@@ -313,7 +313,7 @@ def test_no_private_jax_in_primitives():
     assert "jax._src" not in inspect.getsource(P)
     for fam in ("_core", "elementwise", "creation", "shape", "reduction", "indexing", "linalg",
                 "nn_kernels", "sorting", "rearrange"):      # where the primitives are declared
-        assert "jax._src" not in inspect.getsource(importlib.import_module("flowlite.ops." + fam))
+        assert "jax._src" not in inspect.getsource(importlib.import_module("flowlite.frontend.ops." + fam))
     for name in ("_ad", "_conv_t_lhs", "_conv_t_rhs", "_select_and_gather_add",
                  "_select_and_scatter_add"):
         assert not hasattr(P, name), name

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 import flowlite as fl
-from flowlite import autograd, executor, nn, optim
+from flowlite import nn, optim
+from flowlite.frontend import backward as autograd
+from flowlite.engine import executor
 
 
 def _rss_mb():

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 import flowlite as fl
-from flowlite import executor, lowering
+from flowlite.engine import executor, lowering
 
 
 def _chain(x, a, b, steps):

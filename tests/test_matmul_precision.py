@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-from flowlite import executor, lowering, matmul_precision, primitives
+from flowlite.engine import executor, lowering, matmul_precision
+from flowlite.frontend import primitives
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-from flowlite import ops
+from flowlite.frontend import ops
 
 
 def test_reduce_window_max_gradient_lowers():

@@ -222,7 +222,7 @@ def test_loss_buffers_reprs_and_errors():
 
 def test_cross_entropy_records_few_ops():
     """The default path is log_softmax + gather + a masked mean (ignore_index=-100)."""
-    from flowlite import executor
+    from flowlite.engine import executor
     x = fl.zeros(8, 10, requires_grad=True)
     t = fl.tensor([1] * 8)
     before = len(executor._pending)

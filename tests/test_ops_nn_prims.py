@@ -9,7 +9,7 @@ import pytest
 from jax import lax
 
 import flowlite as fl
-import flowlite.ops as F
+import flowlite.frontend.ops as F
 from conftest import check_fd, check_grad, check_values, randn
 
 # every check here is a new program by design; flowlite's recompile advice doesn't apply

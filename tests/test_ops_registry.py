@@ -1,12 +1,12 @@
-"""The op declarations (@torch_op, flowlite/ops/_registry.py) against PyTorch's namespace: every
+"""The op declarations (@torch_op, flowlite/frontend/ops/_registry.py) against PyTorch's namespace: every
 declared name is PyTorch's, and every PyTorch name a declared op could carry is exposed."""
 import numpy as np
 import pytest
 import torch
 
 import flowlite as fl
-from flowlite.ops import OPS
-from flowlite.ops._registry import register, torch_op
+from flowlite.frontend.ops import OPS
+from flowlite.frontend.ops._registry import register, torch_op
 
 # flowlite's own additions, kept on purpose: fl.one_hot (torch has it in nn.functional only),
 # in-place maximum_/minimum_
@@ -40,7 +40,7 @@ def test_declared_ops_carry_every_pytorch_name_they_can():
 
 def test_declarations_generate_the_namespaces():
     for name, e in OPS.items():
-        assert getattr(fl.ops, name) is e.fn
+        assert getattr(fl.frontend.ops, name) is e.fn
         if e.method:
             assert hasattr(fl.Tensor, name)
         if e.inplace:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-import flowlite.ops as F
+import flowlite.frontend.ops as F
 from conftest import check_fd, check_grad, check_grad2, check_values, randn
 
 # every check here is a new program by design; flowlite's recompile advice doesn't apply

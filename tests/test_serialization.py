@@ -54,8 +54,8 @@ def test_round_trip_nested_state(tmp_path):
     zero_d = {d.name: _sample(d, (), i) for i, d in enumerate(ALL_DTYPES)}
     w = fl.tensor(np.arange(6, dtype=np.float32).reshape(2, 3), requires_grad=True)
     obj = {
-        "model": {k: fl.tensor(v, dtype=fl.dtypes.from_any(k)) for k, v in arrays.items()},
-        "scalars": {k: fl.tensor(v, dtype=fl.dtypes.from_any(k)) for k, v in zero_d.items()},
+        "model": {k: fl.tensor(v, dtype=fl.engine.dtypes.from_any(k)) for k, v in arrays.items()},
+        "scalars": {k: fl.tensor(v, dtype=fl.engine.dtypes.from_any(k)) for k, v in zero_d.items()},
         "empty": fl.zeros(0, 3),
         "pending": w.detach() * 2,              # a lazy value is materialised by save
         "w": w,
@@ -75,8 +75,8 @@ def test_round_trip_nested_state(tmp_path):
     got = fl.load(tmp_path / "a.fl")
     assert list(got) == list(obj)
     for k, v in arrays.items():
-        assert_tensor_equal(got["model"][k], v, fl.dtypes.from_any(k))
-        assert_tensor_equal(got["scalars"][k], zero_d[k], fl.dtypes.from_any(k))
+        assert_tensor_equal(got["model"][k], v, fl.engine.dtypes.from_any(k))
+        assert_tensor_equal(got["scalars"][k], zero_d[k], fl.engine.dtypes.from_any(k))
     assert tuple(got["empty"].shape) == (0, 3)
     np.testing.assert_array_equal(got["pending"].numpy(), np.arange(6).reshape(2, 3) * 2.0)
     assert got["w"].requires_grad and not got["pending"].requires_grad
@@ -144,7 +144,7 @@ def test_unsupported_objects_name_their_place(tmp_path):
 
 # ---- the documented format ---------------------------------------------------------------------
 def craft(tree, data=b"", version=1, magic=b"\x89FLWLT\r\n"):
-    """A checkpoint written from the format description in flowlite/serialization.py."""
+    """A checkpoint written from the format description in flowlite/formats/serialization.py."""
     header = json.dumps({"tree": tree, "data_bytes": len(data), "alignment": 64},
                         separators=(",", ":")).encode()
     head = struct.pack("<8sIQ", magic, version, len(header)) + header
@@ -824,3 +824,15 @@ def test_numpy_arrays_keep_their_dtype_with_x64_off(tmp_path):
     assert out["a"].dtype == np.float64 and out["b"].dtype == np.int64
     np.testing.assert_array_equal(out["a"], a)
     np.testing.assert_array_equal(out["b"], b)
+
+
+def test_pickles_naming_modules_from_before_the_layer_move_still_load():
+    # files pickled before flowlite.tensor / flowlite.dtypes moved under frontend/ and engine/
+    from flowlite.formats import serialization as S
+    payload = pickle.dumps({"t": fl.arange(3.0), "d": fl.float16}, protocol=3)   # GLOBAL: text
+    old = (payload.replace(b"cflowlite.frontend.tensor\n", b"cflowlite.tensor\n")
+           .replace(b"cflowlite.engine.dtypes\n", b"cflowlite.dtypes\n"))
+    assert old != payload and b"frontend" not in old
+    for weights_only in (None, False):
+        got = S._unpickle("old.pt", old, weights_only)
+        assert got["t"].tolist() == [0.0, 1.0, 2.0] and got["d"] is fl.float16

@@ -12,7 +12,7 @@ import torch
 import torch.utils.data as tud
 
 import flowlite as fl
-import flowlite.utils.data as fud
+import flowlite.compat.utils.data as fud
 
 
 class Squares(fud.Dataset):

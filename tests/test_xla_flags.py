@@ -42,7 +42,7 @@ def test_opt_out_and_the_users_own_flags_win():
 
 def test_jax_imported_first_is_reported():
     code = ("import jax, os; jax.numpy.ones(1).block_until_ready(); import flowlite; "
-            "print(flowlite.xla_flags.chosen['reason'])")
+            "print(flowlite.engine.xla_flags.chosen['reason'])")
     import jaxlib
     if jaxlib.__version__.startswith("0.10."):
         assert "jax was imported first" in _run(code)

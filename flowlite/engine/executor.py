@@ -1,0 +1,1167 @@
+"""The sync barrier: pending graph -> cached XLA executable -> rebound tensors.
+
+Layer: engine — imports buckets, device, graph_key, host_eval, ir, lowering, matmul_precision,
+metrics, runtime, tape. It works on nodes, never on the Tensor class. Debug tools observe it
+through the hooks on `runtime.rt`.
+
+At a sync every live tensor with pending work (and every pending node the tape
+still needs) becomes an output of ONE executable per device.  The graph key is
+a flat tuple of ints — interned node signatures plus input wiring — gathered
+in a single walk that also collects the leaf arguments.  The ops also record a key of
+their own as they are made (graph_key): a sync whose recorded key was seen before reuses
+that walk's structure, so a steady step's cache hit costs no walk: the recorded key made a
+tuple and looked up.  Leaf buffers that nothing but this graph can reach any more (an in-place update
+replaced them) are donated to the executable.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import time
+import weakref
+
+import jax
+import numpy as np
+
+from . import buckets, host_eval, ir, matmul_precision, metrics
+from .device import default_device
+from .graph_key import out_codes
+from .lowering import Executable, build_executable  # noqa: F401  (Executable: re-exported)
+from .lowering import pack_groups, pack_values
+from .runtime import KeyStream, rt
+from .tape import saved_pending_nodes
+
+# graph key -> _Structure (its executables by donation set), least recently used first
+_cache: collections.OrderedDict = collections.OrderedDict()
+# at most this many graph structures stay compiled (a run uses a handful; eager mode one per
+# op signature); FLOWLITE_CACHE_LIMIT or set_cache_limit() change it
+_limit = {"structures": max(1, int(os.environ.get("FLOWLITE_CACHE_LIMIT", "") or 256))}
+_getrefcount = sys.getrefcount
+_DATA, _SCALAR = ir.DATA, ir.SCALAR
+
+
+
+def register_pending(ref) -> None:
+    """Make the tensor behind weakref `ref` a root of this thread's next sync."""
+    rt.local.pending.append(ref)
+
+
+def __getattr__(name):      # executor._pending: this thread's pending tensors (tests read it)
+    if name == "_pending":
+        return rt.local.pending
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _setup_persistent_cache():
+    """JAX's persistent compilation cache under a flowlite directory, on by default."""
+    path = os.environ.get("FLOWLITE_CACHE_DIR")
+    if path is None:
+        path = os.path.join(os.path.expanduser("~"), ".cache", "flowlite", "xla")
+    if path in ("", "0", "off", "none"):
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+        jax.config.update("jax_compilation_cache_dir", path)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    except Exception:  # read-only home, old jax: run without the persistent cache
+        return
+    try:
+        from jax import monitoring
+
+        def _on_event(event, **kw):
+            if event == "/jax/compilation_cache/cache_hits":
+                metrics._C["persistent_cache_hits"] += 1
+        monitoring.register_event_listener(_on_event)
+    except Exception:
+        pass
+
+
+_setup_persistent_cache()
+
+
+# Observers (flowlite.compile's recorder) see every execution with its leaves/roots.
+observers: list = rt.observers
+
+
+def live_pending_roots(owners=None, stream=None) -> list:
+    """The nodes this thread's next sync must materialise: those of live tensors with pending
+    work (`owners`, when given, maps each to its tensors), then those the tape still needs;
+    each once, in first-seen order.  Clears the pending list.  `stream`: the graph key these
+    nodes were recorded under (graph_key), whose op nodes are pending by construction."""
+    pending = rt.local.pending
+    if owners is None:
+        # the hot path (every sync): a comprehension (de-duplicated below)
+        nodes = [t._node for r in pending if (t := r()) is not None]
+    else:
+        nodes = []
+        for r in pending:
+            t = r()
+            if t is not None:
+                nodes.append(t._node)
+                owners.setdefault(id(t._node), []).append(t)
+    pending.clear()
+    nodes.extend(saved_pending_nodes())
+    if stream is not None and stream.valid:
+        # (a valid stream's nodes are unchanged since recorded; its leaves have marks < 0.)
+        # Its nodes are told apart by their numbers: a dict of a step's nodes is a large
+        # allocation, the first of which after the executable ran takes malloc's slow path
+        seen = bytearray(stream.nxt)
+        out = []
+        others = None
+        for n in nodes:
+            if n.epoch is stream and n.mark >= 0:
+                m = n.mark
+                if not seen[m]:
+                    seen[m] = 1
+                    out.append(n)
+            elif _is_pending(n):
+                if others is None:
+                    others = {}
+                if n not in others:
+                    others[n] = None
+                    out.append(n)
+        return out
+    return [n for n in dict.fromkeys(nodes) if _is_pending(n)]
+
+
+def _is_pending(n) -> bool:
+    # device-less nodes are shared baked constants: recomputed, never materialised
+    return n.op is not _DATA and n.op is not _SCALAR and n.op is not FAILED and \
+        n.device is not None
+
+
+def sync(cause: str = "explicit flowlite.sync()", extra_roots=(), defer_checks=False) -> None:
+    """Materialise every live tensor of this thread that has pending work (one executable per
+    device).  One sync runs at a time: walks number nodes, and the cache is shared.  A sync
+    that fails (a check, an XLA error, not enough memory) commits nothing: see _rollback.
+
+    With `defer_checks` (an optimizer step's sync) the check flags are read at the next sync
+    or host read instead of now, so the host goes on tracing the next step while this one
+    runs; that later call raises the error (verify_pending)."""
+    with rt.lock:
+        _sync(cause, extra_roots, defer_checks)
+
+
+def sync_for_read(cause: str, node) -> None:
+    """The sync of a host read (`.item()`, `int()`, `.numpy()`, printing) of `node`: it
+    materialises `node` and the live pending work that shares pending nodes with it — so
+    nothing is computed twice — and leaves the rest lazy for a later sync (the training
+    step's forward pass while the next batch's indices are drawn and read joins the step's
+    one executable).  When everything pending is needed this is a plain sync."""
+    with rt.lock:
+        if observers or rt.local.tracing_body:
+            _sync(cause, (node,))       # flowlite.compile records whole syncs; scan raises
+            return
+        _sync_read(cause, node)
+
+
+def _pending_ids(node, into, stream, floor):
+    """Add the ids of `node`'s pending subgraph (work a sync would compute) to `into`; ->
+    the lowest recording number among the nodes added and `floor` (-1: one was not recorded
+    in `stream`, so there is no such bound)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        k = id(n)
+        if k in into or not _is_pending(n):
+            continue
+        into.add(k)
+        if floor >= 0:
+            floor = n.mark if n.epoch is stream and 0 <= n.mark < floor else \
+                (floor if n.epoch is stream and n.mark >= 0 else -1)
+        stack.extend(n.inputs)
+    return floor
+
+
+def _reaches(node, need, seen, stream, floor):
+    """Whether `node`'s pending subgraph holds a node of `need` (ids).  `seen`: nodes already
+    walked in this pass (a walk that stopped at a hit leaves some half-walked: the caller
+    then walks again).  Every node of `need` was recorded in `stream` at or after number
+    `floor` (when >= 0), and inputs are recorded before their consumers: a node recorded
+    earlier can't reach one — the forward pass, when the next batch's indices are read."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        k = id(n)
+        if k in need:
+            return True
+        if k in seen or not _is_pending(n):
+            continue
+        seen.add(k)
+        if floor >= 0 and n.epoch is stream and 0 <= n.mark < floor:
+            continue
+        stack.extend(n.inputs)
+    return False
+
+
+def _guards(check, need):
+    """Whether `check` guards work in `need`, or guards a result nobody can read any more (an
+    orphan: it runs with the next sync of any kind, so its error surfaces near its cause)."""
+    site = check.site
+    out = site.out() if site.out is not None else None
+    if out is None:
+        return True
+    index = site.index() if site.index is not None else None
+    return id(out) in need or (index is not None and id(index) in need)
+
+
+def _sync_read(cause, node):
+    local = rt.local
+    if local.unverified is not None:
+        _verify_deferred()
+    need = set()
+    stream = local.stream
+    floor = _pending_ids(node, need, stream, 1 << 62)
+    refs = local.pending
+    cands = []                  # (node, its tensor's weakref) of the other pending work
+    for r in refs:
+        t = r()
+        if t is not None and _is_pending(t._node):
+            cands.append((t._node, r))
+    cands.extend((n, None) for n in saved_pending_nodes() if _is_pending(n))
+    checks = local.checks
+    taken = [False] * len(cands)
+    taken_checks = [False] * len(checks)
+    if need:
+        changed = True
+        while changed:          # until no more work joins: what joins brings its own nodes
+            changed = False
+            seen = set()
+            for k, (n, _) in enumerate(cands):
+                if not taken[k] and _reaches(n, need, seen, stream, floor):
+                    taken[k] = changed = True
+                    floor = _pending_ids(n, need, stream, floor)
+            for k, c in enumerate(checks):
+                # a check joins when it guards work the read runs (its op's result or index)
+                # or reads any of it
+                if not taken_checks[k] and (_guards(c, need) or
+                                            _reaches(c, need, seen, stream, floor)):
+                    taken_checks[k] = changed = True
+                    floor = _pending_ids(c, need, stream, floor)
+    if all(taken) and all(taken_checks):
+        _sync(cause, (node,))   # the read needs all pending work: one ordinary sync
+        return
+    roots = []
+    if _is_pending(node):
+        roots.append(node)
+    for (n, _), t in zip(cands, taken):
+        if t:
+            roots.append(n)
+    roots = list(dict.fromkeys(roots))
+    local.pending[:] = [r for (_, r), t in zip(cands, taken) if not t and r is not None]
+    run_checks = [c for c, t in zip(checks, taken_checks) if t]
+    local.checks = [c for c, t in zip(checks, taken_checks) if not t]
+    metrics.note_sync(cause)
+    if roots or run_checks:
+        # the graph key recorded with the ops names all pending work, part of which runs
+        # now: the next sync walks its graph instead
+        local.stream.valid = False
+        _dispatch(roots, run_checks, cause, None)
+    if local.unverified is not None and not (roots or run_checks):
+        _verify_deferred()
+    # committed: the undo records of what ran (the rest stays undoable); the random-draw
+    # counter's rollback point stays where the last full sync left it
+    local.undo[:] = [u for u in local.undo if (t := u[0]()) is not None and
+                     _is_pending(t._node)]
+    if node.op is FAILED:
+        raise _again(node.value)
+
+
+def verify_pending() -> None:
+    """Raise (after rolling it back) the failure of this thread's last deferred execution,
+    if it had one; a no-op otherwise.  Every host read and every sync calls it first."""
+    if rt.local.unverified is not None:
+        with rt.lock:
+            _verify_deferred()
+
+
+def _sync(cause, extra_roots, defer=False):
+    if rt.local.tracing_body:
+        raise RuntimeError(f"{cause}: a tensor's value can't be read inside a scan body (the "
+                           "body is traced once on placeholders); move the read after scan()")
+    local = rt.local
+    # the pending work's graph key ends here: what is recorded from now on starts a new one
+    stream = local.stream
+    local.stream = KeyStream()
+    if local.unverified is not None and not defer:
+        _verify_deferred()
+    owners = {} if observers else None
+    roots = live_pending_roots(owners, stream)
+    checks = local.checks
+    if checks:
+        local.checks = []
+    for n in extra_roots:
+        if n.op is not _DATA and n.op is not _SCALAR and n.op is not FAILED and \
+                n.device is not None and n not in roots:
+            roots.append(n)
+    metrics.note_sync(cause)
+    try:
+        if roots or checks:
+            _dispatch(roots, checks, cause, owners, defer, stream)
+    finally:
+        # the nodes it numbered may outlive it (a batch kept for later): only a shell stays
+        stream.flat = stream.ext = stream.esigs = None
+    if local.unverified is not None and not (roots or checks):
+        _verify_deferred()
+    # committed: what a later failure would roll back starts here
+    local.undo.clear()
+    local.rng_draws = (rt.rng_seed, rt.rng_draws)
+    for n in extra_roots:
+        if n.op is FAILED:
+            raise _again(n.value)
+
+
+def _dispatch(roots, checks, cause, owners, defer=False, stream=None):
+    device = roots[0].device if roots else checks[0].device
+    for n in roots:
+        if n.device is not device:
+            break
+    else:
+        for n in checks:
+            if n.device is not device:
+                break
+        else:
+            if device is not None:     # the usual case: everything on one device
+                return _run(roots, device, cause, owners, checks, defer, stream)
+    by_device = {}
+    for n in roots:
+        # baked constants have no device of their own: they run on the default one
+        by_device.setdefault(n.device or default_device(), ([], []))[0].append(n)
+    for n in checks:
+        by_device.setdefault(n.device or default_device(), ([], []))[1].append(n)
+    for device, (rs, cs) in by_device.items():
+        _run(rs, device, cause, owners, cs)
+
+
+# Every walk numbers the nodes it reaches from 0 (Node.mark) under an epoch object of its own
+# (Node.epoch), so "seen in this walk" is `epoch is tag` and a node's slot is its mark: no dict
+# on the hot path, and no clash with the numbering of a graph key being recorded (graph_key).
+
+
+def _walk_marked(roots):
+    """One iterative post-order walk: topological order, leaf args, exact key; each node's
+    mark is its slot."""
+    tag = object()
+    nxt = 0
+    order = []
+    leaves = []
+    scalars = []
+    flat = []
+    fappend = flat.append
+    for r in roots:
+        if r.epoch is tag:
+            continue
+        stack = [r]
+        while stack:
+            n = stack[-1]
+            if n.epoch is tag:
+                stack.pop()
+                continue
+            op = n.op
+            if op is _DATA or op is _SCALAR:
+                n.epoch = tag
+                n.mark = nxt
+                nxt += 1
+                (leaves if op is _DATA else scalars).append(n)
+                fappend(n.sig)
+                stack.pop()
+                continue
+            ins = n.inputs
+            pushed = False
+            for i in ins:
+                if i.epoch is not tag:
+                    stack.append(i)
+                    pushed = True
+            if pushed:
+                continue
+            stack.pop()
+            n.epoch = tag
+            n.mark = nxt
+            nxt += 1
+            order.append(n)
+            fappend(n.sig)
+            for i in ins:
+                fappend(i.mark)
+    return order, leaves, scalars, flat
+
+
+def _walk(roots):
+    """(slot by id, order, leaves, scalars, flat key) — the inspection tools' view."""
+    with rt.lock:
+        order, leaves, scalars, flat = _walk_marked(roots)
+    return _slots(leaves, scalars, order), order, leaves, scalars, flat
+
+
+def _slots(*node_lists):
+    return {id(n): n.mark for ns in node_lists for n in ns}
+
+
+def _check_masks(order, roots, checks):
+    """Per root, a bitmask of the checks (by position) whose failure fails it: those it is
+    computed from (the checked op's result) or whose index tensor it reads (the op's
+    backward reads the index, not the result)."""
+    outs, readers = {}, {}
+    for i, c in enumerate(checks):
+        for ref, into in ((c.site.out, outs), (c.site.index, readers)):
+            n = ref() if ref is not None else None
+            if n is not None:
+                into[id(n)] = into.get(id(n), 0) | 1 << i
+    mask = {}
+    for n in order:
+        m = outs.get(id(n), 0)
+        for i in n.inputs:
+            m |= mask.get(id(i), 0) | readers.get(id(i), 0)
+        if m:
+            mask[id(n)] = m
+    return [mask.get(id(r), 0) for r in roots]
+
+
+def _replaced_leaf(root, leaf_pos):
+    """Index of the leaf this output replaces in place (see Prim.inplace), or None."""
+    n = _replaced_input(root)
+    return None if n is None else leaf_pos.get(id(n))
+
+
+# the concrete jax.Array classes seen: a set lookup instead of jax.Array's isinstance check
+_ARRAY_TYPES: set = set()
+
+
+def _is_array(v) -> bool:
+    if isinstance(v, jax.Array):
+        _ARRAY_TYPES.add(type(v))
+        return True
+    return False
+
+
+class _Structure:
+    """What a cached graph structure fixes for every run of it: which leaves may be
+    donated (an output of the same shape/dtype can reuse the buffer) and how many of the
+    graph's input tuples hold each — so a cache hit checks donations without a re-count."""
+    __slots__ = ("candidates", "out_sigs", "exes", "partners", "last_pack", "checked",
+                 "masks", "fallible")
+
+    def __init__(self, order, leaves, roots, checks=()):
+        checked = bool(checks)
+        avail = {}
+        for r in roots:
+            k = (r.shape, r.dtype)
+            avail[k] = avail.get(k, 0) + 1
+        uses = [0] * len(leaves)
+        pos = {id(leaf): j for j, leaf in enumerate(leaves)}
+        for n in order:
+            for i in n.inputs:
+                j = pos.get(id(i))
+                if j is not None:
+                    uses[j] += 1
+        self.partners = [_replaced_leaf(r, pos) for r in roots]
+        self.checked = checked
+        # which checks each output is computed from (a bit per check), so a failed run
+        # knows what failed without its graph; outputs that replace a leaf in place (they
+        # keep the leaf's old value when a check fails) never fail
+        self.masks = _check_masks(order, roots, checks) if checked else None
+        self.fallible = [i for i, p in enumerate(self.partners) if p is None]
+        # a graph with checks may fail after it ran: then only the outputs that replace a
+        # leaf in place (updated under lax.cond(ok, ...)) give a donated buffer back, so
+        # only those leaves are donated
+        keep = set(self.partners) if checked else None
+        groups = {}
+        cands = []
+        for j, leaf in enumerate(leaves):
+            k = (leaf.shape, leaf.dtype)
+            if k in avail and (keep is None or j in keep):
+                g = groups.setdefault(k, [avail[k], 0])   # (outputs to take them, leaves)
+                g[1] += 1
+                cands.append((j, uses[j], g))
+        # (leaf index, its reference count when only this graph holds it: the `leaves` list,
+        # donatable's `leaf`, getrefcount's argument and one per input tuple of the graph;
+        # the outputs its donation competes for, or None when they are enough for every leaf)
+        self.candidates = [(j, 3 + n, g if g[1] > g[0] else None) for j, n, g in cands]
+        self.out_sigs = [ir.intern_sig((_DATA, (), r.shape, r.dtype, 0)) for r in roots]
+        self.exes = {}    # donated leaf indices -> Executable
+        self.last_pack = None   # (scalar values, their packed device arrays) of the last run
+
+    def scalar_pack(self, scalars, device):
+        """The host scalars as packed device arrays, uploaded again only when a value
+        changed (learning rates usually don't from one step to the next)."""
+        vals = [s.value for s in scalars]
+        last = self.last_pack
+        if last is not None and last[0] == vals:
+            return last[1]
+        pack = _pack_scalars(scalars)
+        if getattr(device, "mesh", None) is None:
+            pack = tuple(jax.device_put(a, device.jax_device) for a in pack)
+        self.last_pack = (vals, pack)
+        return pack
+
+    def donatable(self, leaves):
+        """Indices of leaves whose buffers nothing outside this graph can reach."""
+        if not self.candidates:
+            return ()
+        left = None
+        donate = []
+        for j, expect, cap in self.candidates:
+            leaf = leaves[j]
+            # any holder beyond those counted in `expect` (a tensor, the tape) means the
+            # buffer is still reachable
+            if _getrefcount(leaf) != expect:
+                continue
+            v = leaf.value
+            # the array itself: leaf.value, `v`, getrefcount's argument (a deleted array
+            # fails the call whether donated or not)
+            if (type(v) in _ARRAY_TYPES or _is_array(v)) and _getrefcount(v) == 3:
+                if cap is not None:     # more such leaves than outputs to take them
+                    if left is None:
+                        left = {}
+                    k = id(cap)
+                    n = left.get(k, cap[0])
+                    if n <= 0:
+                        continue
+                    left[k] = n - 1
+                donate.append(j)
+        return tuple(donate)
+
+
+# graph key recorded with the ops (graph_key) -> (its structure, that structure's key in
+# _cache, where the structure's leaves and host scalars sit in the stream's `ext`, nodes)
+_by_stream: dict = {}
+
+
+def _remember_stream(skey, stream, st, key, leaves, scalars, n_nodes):
+    """Map a stream key to the walked structure, unless the stream read a node twice (a walk
+    or another thread renumbered it in between): its positions would be ambiguous."""
+    pos = {}
+    for j, r in enumerate(stream.ext):
+        n = r()
+        if n is not None and pos.setdefault(id(n), j) != j:
+            return
+    try:
+        at_leaf = tuple([pos[id(n)] for n in leaves])
+        at_scalar = tuple([pos[id(n)] for n in scalars])
+    except KeyError:     # (can't happen for a valid stream: every input was coded)
+        return
+    if len(_by_stream) >= 4 * _limit["structures"]:
+        _by_stream.clear()
+    _by_stream[skey] = (st, key, at_leaf, at_scalar, n_nodes)
+
+
+def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None):
+    t0 = time.perf_counter()
+    # a deferred step's checks chain: its executable also takes the previous deferred
+    # step's ok flag and commits nothing when that one failed, so it can be dispatched
+    # before the previous step's flags are read (the host traces ahead)
+    chain = bool(checks) and defer and device.type != "mesh"
+    skey = None
+    if stream is not None and stream.valid and not observers and device.type != "mesh":
+        outs = out_codes(stream, roots)
+        cks = out_codes(stream, checks) if checks else ()
+        if outs is not None and cks is not None:
+            skey = (device, tuple(stream.flat), tuple(stream.esigs), outs, cks, chain)
+    known = _by_stream.get(skey) if skey is not None else None
+    order = None
+    if known is not None:
+        # the graph key recorded with the ops names a structure run before: no walk (its
+        # leaves are alive: the outputs' graph holds them)
+        st, key, at_leaf, at_scalar, n_nodes = known
+        ext = stream.ext
+        leaves = [ext[j]() for j in at_leaf]
+        scalars = [ext[j]() for j in at_scalar]
+        del ext
+        _cache.move_to_end(key)
+    else:
+        order, leaves, scalars, flat = _walk_marked(roots + checks if checks else roots)
+        n_nodes = len(order)
+        if _failed_live and _has_failed(order):
+            # (this frame's leaf list would count as a holder and stop the nested run's
+            # donations)
+            del leaves, scalars, flat
+            return _run_around_failed(roots, checks, order, device, cause, owners)
+        out_slots = tuple([r.mark for r in roots])
+        key = (device, tuple(flat), out_slots)
+        if checks:
+            key += (tuple([c.mark for c in checks]), chain)
+        if device.type == "mesh":   # the sharding of every input is part of the key
+            key += tuple(leaf.value.sharding for leaf in leaves)
+        st = _cache.get(key)
+        if st is None and not defer and buckets._state["on"] and device.type != "mesh" and \
+                not observers and not rt.flags["eager"] and \
+                _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
+            return
+        if st is None:
+            st = _cache[key] = _Structure(order, leaves, roots, checks)
+            if len(_cache) > _limit["structures"]:
+                _cache.popitem(last=False)      # the least recently used structure goes
+                _by_stream.clear()
+        else:
+            _cache.move_to_end(key)
+        if skey is not None:
+            _remember_stream(skey, stream, st, key, leaves, scalars, n_nodes)
+    donate = st.donatable(leaves)
+    exe = st.exes.get(donate)
+    args = [leaf.value for leaf in leaves]
+    if scalars:
+        args.append(st.scalar_pack(scalars, device))
+    if chain:
+        args.append(_true(device))      # replaced below when a previous step is unread
+    if exe is None:
+        if order is None:       # a new donation set of a known stream: the program is needed
+            order = _walk_marked(roots + checks if checks else roots)[0]
+            out_slots = tuple([r.mark for r in roots])
+        tc = time.perf_counter()
+        slot = _slots(leaves, scalars, order)
+        try:
+            exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate,
+                                   args, st.partners,
+                                   tuple(c.mark for c in checks) if checks else (),
+                                   chain)
+        except Exception as e:
+            _rollback(roots, e)
+            raise
+        st.exes[donate] = exe
+        _admit(exe, time.perf_counter() - tc, order, leaves, scalars, roots, len(args), cause,
+               device)
+    else:
+        _admit(exe, None, order, leaves, scalars, roots, len(args), cause, device)
+    if observers:
+        for ob in observers:
+            ob(exe, leaves, scalars, roots, owners, donate)
+    local = rt.local
+    if local.unverified is not None:
+        # earlier steps' flags, read as late as possible (this graph was walked and keyed
+        # while they ran); a chained step reads only those already finished
+        _verify_deferred(roots, wait=not chain)
+        if local.unverified is not None:
+            last = local.unverified[-1]
+            if last.ok is not None and last.device is device:
+                args[-1] = last.ok
+            else:
+                _verify_deferred(roots)
+    t1 = time.perf_counter()
+    try:
+        outs = exe.fn(*args)
+    except Exception as e:   # nothing ran: put back what a donated-but-unused leaf can
+        _rollback(roots, e)
+        raise
+    if donate:
+        metrics._C["donated_buffers"] += len(donate)
+    t2 = time.perf_counter()
+    del args
+    failed = None
+    if checks:
+        exe.check_infos = infos = [c.site for c in checks]
+        if defer:
+            rec = _Unverified(outs, infos, st, roots, local.undo, chain, device)
+            if local.unverified is None:
+                local.unverified = [rec]
+            else:
+                local.unverified.append(rec)
+        else:
+            failed = _failures(outs[-1], infos, st.masks)
+    for r, v, sig in zip(roots, outs, st.out_sigs):
+        # each output becomes a data leaf (inline: this runs for every output of every step)
+        r.op = _DATA
+        r.inputs = ()
+        r.attrs = ()
+        r.value = v
+        r.sig = sig
+        if r.device is None:
+            r.device = device
+    _note_run(t0, t1, t2, n_nodes, cause)
+    if failed is not None:
+        err, taint = failed
+        # outputs computed from a failed op fail; outputs that replace a leaf in place
+        # already hold the leaf's old value (the guarded update); the rest stands
+        _rollback([roots[i] for i in taint], err,
+                  taint={id(roots[i]): e for i, e in taint.items()})
+        raise err
+
+
+def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device):
+    """Count a compile (compile_s seconds) or a cache hit (None), and refuse an executable
+    whose new memory can't fit (OutOfMemoryError, nothing run)."""
+    if compile_s is not None:
+        metrics.note_compile(compile_s, len(order), n_args, len(roots), cause)
+        rt.on_compile(cause, order, leaves, scalars, roots, exe)
+    else:
+        exe.hits += 1
+        metrics._C["cache_hits"] += 1
+        rt.on_run(cause, exe)
+    if exe.need_bytes > _BIG:
+        err = memory_error(exe, device)
+        if err is not None:
+            _rollback(roots, err)
+            raise err
+
+
+def _note_run(t0, t1, t2, n_nodes, cause):
+    metrics.note_execution(t0, t1, t2)
+    metrics._C["graph_nodes"] += n_nodes
+    metrics.last_sync[:] = [t0, t1, t2, n_nodes]
+    rt.exec_epoch = epoch = rt.exec_epoch + 1
+    causes = rt.exec_causes
+    causes[epoch] = cause
+    causes.pop(epoch - 64, None)
+
+
+def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
+    """Run the graph with the executable of its length family's bucket (buckets.py), compiling
+    that once per bucket; False when the graph is not (yet) one of a family, or a primitive
+    of it has no padding rule: the caller compiles it exactly."""
+    for r in roots:
+        if _replaced_input(r) is not None:      # an in-place update (an optimizer step)
+            return False
+    fam = buckets.family_of(order, leaves, scalars, roots, checks, device)
+    if fam is None:
+        return False
+    key, ints, nodes = fam
+    got = buckets.lookup(key, ints)
+    if got is None or got[0] is None:
+        return False
+    tpl, s = got
+    try:
+        ran = buckets.prepare(tpl, s, nodes, key[2], key[3], device)
+    except buckets.Unsupported:
+        tpl.bad = True
+        return False
+    if ran is None:
+        return False
+    exe, args, out_shapes, compile_s = ran
+    _admit(exe, compile_s, order, leaves, scalars, roots, len(args), cause, device)
+    if rt.local.unverified is not None:
+        _verify_deferred(roots)
+    t1 = time.perf_counter()
+    try:
+        outs = exe.fn(*args)
+    except Exception as e:
+        _rollback(roots, e)
+        raise
+    t2 = time.perf_counter()
+    del args
+    failed = None
+    if checks:
+        exe.check_infos = infos = [c.site for c in checks]
+        failed = _failures(outs[-1], infos, _check_masks(order, roots, checks))
+    for r, v, shp in zip(roots, outs, out_shapes):
+        if buckets.padded_shape(shp):
+            buckets.unpad(r, v)     # stays padded on the device; reads slice it
+            continue
+        r.op = _DATA
+        r.inputs = ()
+        r.attrs = ()
+        r.value = v
+        r.sig = ir.intern_sig((_DATA, (), r.shape, r.dtype, 0))
+        if r.device is None:
+            r.device = device
+    _note_run(t0, t1, t2, len(order), cause)
+    if failed is not None:
+        err, taint = failed
+        _rollback([roots[i] for i in taint], err,
+                  taint={id(roots[i]): e for i, e in taint.items()})
+        raise err
+    return True
+
+
+_TRUE = {}
+
+
+def _true(device):
+    """A device-resident True: the `previous step ok` of a chained step with none unread."""
+    v = _TRUE.get(device)
+    if v is None:
+        v = _TRUE[device] = jax.device_put(np.bool_(True), device.jax_device)
+    return v
+
+
+# ---- host reads computed on the host -------------------------------------------------------
+# an accelerator's array is copied to the host whole for such reads (JAX keeps that copy for
+# the next read) when it is at most this big: ~1 ms of copy instead of a program per index
+_HOST_VIEW_MAX_DEVICE_BYTES = 16 << 20
+
+
+def host_view(n):
+    """The value of pending `n` computed on the host when it is a few exact steps from
+    materialised data (host_eval: `int(ix[k])`, `i + block_size`): exact, and no executable
+    to compile for every new index; else None (the caller syncs).  What was read this way
+    is committed (a later in-place write or failed sync can't take it back: commit_host_read)."""
+    if n.op is buckets.UNPAD:      # a bucketed output: its padded buffer, sliced
+        v = n.inputs[0].value
+        if n.inputs[0].op is not _DATA or not isinstance(v, jax.Array) or v.is_deleted():
+            return None
+        return np.asarray(v)[tuple(slice(0, d) for d in n.shape)]
+    if n.device is None or n.device.type == "mesh":
+        return None
+    v = _host_read.get(n)
+    if v is not None:
+        return v
+    got = host_eval.value(n, _host_leaf)
+    if got is None:
+        return None
+    v, computed = got
+    if computed:
+        _host_read[n] = v
+    return v
+
+
+# nodes whose value a host read computed on the host (host_view): committed as data only when
+# something would otherwise lose that value — an in-place write rebinding its tensor, or a
+# failed sync — so the index arithmetic of a Python loop (`i + block_size`) costs no transfer
+_host_read: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def commit_host_read(n) -> bool:
+    """Make pending `n` data holding the value a host read computed for it, if one did."""
+    v = _host_read.pop(n, None)
+    if v is None or n.op is _DATA:
+        return False
+    _rewriting(n)
+    n.op, n.inputs, n.attrs = _DATA, (), ()
+    n.value = jax.device_put(v, n.device.jax_device)
+    n.sig = ir.intern_sig((_DATA, (), n.shape, n.dtype, 0))
+    return True
+
+
+def _host_leaf(n):
+    """The host array of materialised node n: a CPU array read in place, an accelerator's
+    one up to _HOST_VIEW_MAX_DEVICE_BYTES; None otherwise."""
+    if n.device is None or n.device.type == "mesh":
+        return None
+    v = n.value
+    if not isinstance(v, jax.Array) or v.is_deleted() or len(v.devices()) != 1:
+        return None
+    if n.device.type != "cpu" and v.nbytes > _HOST_VIEW_MAX_DEVICE_BYTES:
+        return None
+    return np.asarray(v)
+
+
+# ---- failed syncs ----------------------------------------------------------------------------
+# A node whose value failed to compute: `value` holds the error, reading it raises it again.
+FAILED = ir.Prim("failed", None, nondiff=True)
+_failed_live = weakref.WeakSet()   # FAILED nodes still reachable (a graph must be scanned)
+
+
+class OutOfMemoryError(MemoryError):
+    """An executable's outputs and scratch can't fit in the memory left on its device."""
+
+
+def verify(flags, infos):
+    """[(index, error)] of the failed checks, in recording order (empty when all passed).
+    Reading the flags waits for the execution to finish."""
+    f = np.asarray(flags)
+    bad = f[:, 0].tolist()
+    if not any(bad):
+        return []
+    return [(i, infos[i].error(int(f[i, 1]))) for i, b in enumerate(bad) if b]
+
+
+def _failures(flags, infos, masks):
+    """None when every check passed; else (the first error, {root position: its error})
+    for the outputs computed from a failed check (masks: _check_masks)."""
+    bad = verify(flags, infos)
+    if not bad:
+        return None
+    failed = {}
+    for pos, m in enumerate(masks):
+        e = _first_failure(m, bad)
+        if e is not None:
+            failed[pos] = e
+    return bad[0][1], failed
+
+
+def _first_failure(mask, bad):
+    """The error of the first failed check (bad: [(index, error)]) in `mask`, or None."""
+    if mask:
+        for i, e in bad:
+            if mask >> i & 1:
+                return e
+    return None
+
+
+class _Unverified:
+    """An execution whose check flags are still to be read, and what rolling it back needs:
+    its outputs that can fail (weakly: they are the next step's inputs, whose donation
+    counts references) with their check masks, the tensors it rebound with their earlier
+    nodes (held, so they survive until then), the random-draw mark."""
+    __slots__ = ("flags", "ok", "device", "infos", "fallible", "undo", "rng")
+
+    def __init__(self, outs, infos, st, roots, undo, chain, device):
+        self.flags = outs[-1]
+        self.ok = outs[-2] if chain else None      # all its checks and its chain's passed
+        self.device = device
+        self.infos = infos
+        masks = st.masks
+        self.fallible = [(weakref.ref(roots[i]), masks[i]) for i in st.fallible]
+        self.undo = [(t, o(), e) for t, o, e in undo]
+        self.rng = rt.local.rng_draws
+
+
+def _finished(flags):       # (a function of its own, so a test can hold steps "running")
+    return flags.is_ready()
+
+
+def _verify_deferred(current=None, wait=True):
+    """Read the deferred flags, oldest first (`wait=False`: only those already computed);
+    on a failure roll back that execution, every one after it and the work recorded since
+    (`current`: the roots of the sync in progress, else this thread's pending work), and
+    raise."""
+    local = rt.local
+    recs = local.unverified
+    while recs:
+        rec = recs[0]
+        if not wait and not _finished(rec.flags):
+            return
+        del recs[0]
+        bad = verify(rec.flags, rec.infos)
+        if bad:
+            local.unverified = None
+            _roll_back_deferred(rec, bad, recs, current)
+    local.unverified = None
+
+
+def _roll_back_deferred(rec, bad, later, current):
+    err = bad[0][1]
+    # the work recorded since was built on the failed results: it commits nothing either
+    # (its in-place updates take their leaves' values — the failed step's guarded update
+    # kept the old ones, and a chained step's update, guarded by "ok and previous ok", too —
+    # and its other tensors raise this error)
+    local = rt.local
+    local.checks = []
+    _rollback(live_pending_roots() if current is None else current, err, rng=False)
+    roots, taint, undo = [], {}, []
+    for r, m in rec.fallible:
+        r, e = r(), _first_failure(m, bad)
+        if r is not None and e is not None:
+            roots.append(r)
+            taint[id(r)] = e
+    undo.extend(rec.undo)
+    for x in later:
+        for r, _ in x.fallible:
+            r = r()
+            if r is not None:
+                roots.append(r)
+        undo.extend(x.undo)
+    _rollback(roots, err, taint, undo=[(t, (lambda o=o: o), e) for t, o, e in undo],
+              rng=False)
+    mark = rec.rng
+    if mark is not None and mark[0] == rt.rng_seed:
+        rt.rng_draws = mark[1]
+    local.rng_draws = mark
+    raise err
+
+
+def _taint(order, seeds, readers=None, inputs=None):
+    """{id(node): error} for the seeds and every node of `order` (topological) computed
+    from one of them or reading one of `readers` (a failed op's index tensor: the op's
+    backward reads it, not the op's output)."""
+    err = dict(seeds)
+    for n in order:
+        if id(n) in err:
+            continue
+        for i in (n.inputs if inputs is None else inputs.get(id(n), n.inputs)):
+            e = err.get(id(i))
+            if e is None and readers:
+                e = readers.get(id(i))
+            if e is not None:
+                err[id(n)] = e
+                break
+    return err
+
+
+def _again(err):
+    """A fresh exception with the same type and message as `err` (raised on every read)."""
+    try:
+        e = type(err)(*err.args)
+    except Exception:
+        e = RuntimeError(str(err))
+    e.__cause__ = err.__cause__
+    return e
+
+
+def _rewriting(node):
+    """`node` is about to be rewritten (a failure, a rollback): the graph key being recorded
+    can't name it any more if it was recorded there."""
+    st = rt.local.stream
+    if node.epoch is st:
+        st.valid = False
+
+
+def _fail(node, err):
+    _rewriting(node)
+    node.op = FAILED
+    node.inputs = ()
+    node.attrs = ()
+    node.value = err
+    node.sig = ir.intern_sig((FAILED, (), node.shape, node.dtype, 0))
+    _failed_live.add(node)
+
+
+def _replaced_input(root):
+    """The input node an output replaces in place (an optimizer's old parameter), or None."""
+    j = 0
+    if root.op.name == "tuple_get":
+        j = root.attrs[0]
+        root = root.inputs[0]
+    op = root.op
+    if op.inplace is None:
+        return None
+    k = op.inplace(root.attrs, j)
+    return None if k is None else root.inputs[k]
+
+
+def _usable(n):
+    return n is not None and n.op is _DATA and not (isinstance(n.value, jax.Array) and
+                                                     n.value.is_deleted())
+
+
+def _rollback(roots, err, taint=None, undo=None, clear=True, rng=True):
+    """Undo the failed outputs `roots` of a sync: tensors rebound to them since the last sync
+    get their materialised nodes back; a pending output that replaces a leaf in place (a
+    parameter, optimizer state) takes the leaf's value; every other one raises its error
+    (`taint[id(node)]`, else `err`) on read; the random-draw counter goes back to where the
+    last sync left it."""
+    local = rt.local
+    ids = {id(r) for r in roots}
+    back = {}
+    for tref, oref, edge in reversed(local.undo if undo is None else undo):
+        t, old = tref(), oref()
+        if old is not None and old.op is FAILED and old.attrs:
+            old = old.attrs[0]     # a failed node a tensor was put back from: its value
+        if t is not None and id(t._node) in ids and _usable(old):
+            back[id(t._node)] = old
+            t._node = old
+            t._edge = edge
+    if clear and undo is None:
+        local.undo.clear()
+    for r in roots:
+        if r.op is not _DATA and commit_host_read(r):
+            continue                # its value was read: it stands
+        if r.op is not _DATA:
+            src = _replaced_input(r)
+            if _usable(src):
+                _rewriting(r)
+                r.op, r.inputs, r.attrs, r.value = _DATA, (), (), src.value
+                r.sig = ir.intern_sig((_DATA, (), r.shape, r.dtype, 0))
+                continue
+        _fail(r, err if taint is None else taint.get(id(r), err))
+        old = back.get(id(r))
+        if old is not None:
+            # a tensor recorded on top of r before the failure surfaced (a deferred check)
+            # goes back to the same value when its own sync fails
+            r.attrs = (old,)
+    mark = local.rng_draws
+    if rng and mark is not None and mark[0] == rt.rng_seed and rt.rng_draws >= mark[1]:
+        rt.rng_draws = mark[1]
+
+
+def _has_failed(order):
+    for n in order:
+        if n.op is FAILED:
+            return True
+    return False
+
+
+def _run_around_failed(roots, checks, order, device, cause, owners):
+    """Some pending work reads a value that failed earlier: that work fails with the same
+    error (and raises when read); the rest runs."""
+    err = _taint(order, {id(n): n.value for n in order if n.op is FAILED})
+    clean, bad = [], []
+    for r in roots:
+        e = err.get(id(r))
+        if e is None:
+            clean.append(r)
+        elif r.op is not FAILED:
+            bad.append(r)
+    _rollback(bad, None, err, clear=False, rng=False)
+    ok_checks = [c for c in checks if id(c) not in err]
+    if clean or ok_checks:
+        _run(clean, device, cause, owners, ok_checks)
+
+
+# programs needing more than this many new bytes have their need compared with the memory
+# left before they run (a read of /proc/meminfo or the device's statistics)
+_BIG = 1 << 28
+
+
+def _available_bytes(device):
+    jd = getattr(device, "jax_device", None)
+    try:
+        stats = jd.memory_stats() if jd is not None and hasattr(jd, "memory_stats") else None
+    except Exception:
+        stats = None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def memory_error(exe, device):
+    """An OutOfMemoryError when `exe`'s new allocations (outputs + scratch - reused donated
+    inputs, from XLA's memory analysis) exceed what `device` has left, else None."""
+    avail = _available_bytes(device)
+    if avail is None or exe.need_bytes <= avail:
+        return None
+    s = exe.stats or {}
+    return OutOfMemoryError(
+        f"sync: the executable needs {exe.need_bytes / 2**30:.2f} GiB of new memory "
+        f"(outputs {s.get('output_bytes', 0) / 2**30:.2f} GiB, scratch "
+        f"{s.get('temp_bytes', 0) / 2**30:.2f} GiB) but {device} has "
+        f"{max(avail, 0) / 2**30:.2f} GiB available; nothing was run (the pending tensors "
+        f"of this sync raise this error when read; earlier values are unchanged)")
+
+
+def _pack_scalars(scalars):
+    """All host scalars of a graph travel as one small array per dtype (lowering.pack_groups)."""
+    return pack_values(pack_groups([s.dtype for s in scalars]), [s.value for s in scalars])
+
+
+_on_clear: list = []
+
+
+def on_clear(fn) -> None:
+    """Call `fn()` from every clear_cache(): for caches kept above this layer (device
+    constants of nn.functional, the front end's baked constants)."""
+    _on_clear.append(fn)
+
+
+def clear_cache() -> None:
+    """Drop every compiled executable (the next sync of each graph compiles again, or loads
+    it from JAX's persistent cache) and every cache registered with on_clear."""
+    _cache.clear()
+    _by_stream.clear()
+    buckets.clear()
+    for fn in _on_clear:
+        fn()
+
+
+# a new float32 matmul precision is baked into programs compiled from now on
+matmul_precision.on_change(clear_cache)
+
+
+def set_cache_limit(n: int) -> None:
+    """Keep at most `n` compiled graph structures (least recently used are dropped)."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"set_cache_limit: expected a positive int, got {n!r}")
+    _limit["structures"] = n
+    while len(_cache) > n:
+        _cache.popitem(last=False)
+        _by_stream.clear()
+
+
+def executables() -> list:
+    """Every cached executable, oldest first."""
+    return [exe for st in _cache.values() for exe in st.exes.values()]
+
+
+def cache_size() -> int:
+    return len(executables())

@@ -1,0 +1,359 @@
+"""Lowering: a topologically ordered node list -> one jitted, compiled program.
+
+Layer: engine — imports device, fusion, matmul_precision. It knows primitives by their `lower`
+functions.
+
+The program is rebuilt as plain tuples (primitive, attributes, input slots,
+output slot) so the cached executable holds no reference to the graph it came
+from; `jax.jit(...).lower(...).compile()` then turns it into one XLA
+executable with the donated leaf buffers marked.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import operator
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import SingleDeviceSharding
+
+from . import fusion, matmul_precision
+from .device import platform_of
+
+
+class Executable:
+    """One compiled program and what the tools report about it."""
+    __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary",
+                 "n_checks", "guarded", "need_bytes", "check_infos", "chained")
+
+    def __init__(self, fn, n_outputs, donate):
+        self.summary = None
+        self.fn = fn              # outputs in root order
+        self.compiled = fn        # the jax Compiled (its outputs may be ordered differently)
+        self.n_outputs = n_outputs
+        self.donate = donate
+        self.hits = 0
+        self.stats = None
+        self.n_checks = 0         # check flags: one extra (n_checks, 2) output, last
+        self.guarded = frozenset()  # outputs kept at their old leaf when a check fails
+        self.need_bytes = 0       # new memory a run allocates (XLA's memory analysis)
+        self.check_infos = ()     # the checks' error builders of the last run (for replays)
+        self.chained = False      # takes a last argument "previous step ok", returns
+        #                           "ok" (its own checks and that) before the flags
+
+
+_libc = []
+
+
+def _trim():
+    """Give the heap XLA's compiler freed back to the system (glibc keeps it otherwise): the
+    next compile's peak then starts from the live memory, not from the last compile's.
+    Measured on nanoGPT's README config: peak RSS 490 -> 465 MB."""
+    if not _libc:
+        try:
+            _libc.append(ctypes.CDLL("libc.so.6").malloc_trim)
+        except (OSError, AttributeError):      # not glibc: nothing to trim
+            _libc.append(None)
+    if _libc[0] is not None:
+        _libc[0](0)
+
+
+def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
+                  check_slots=(), guards=(), chain=False):
+    """jax `Lowered` for the program (StableHLO, before XLA's compile).
+
+    With `check_slots` the program returns one more output, the check nodes' flags stacked
+    into one (n, 2) array, and each output position in `guards` (position, leaf slot) is
+    the new value only when all checks passed, else the old leaf: a failed check leaves that
+    leaf's value intact even when its buffer was donated.  The work only guarded outputs
+    need (an optimizer's update) runs inside one lax.cond on that ok, so XLA:CPU still
+    updates the donated buffers in place (a select after the update made it copy every one
+    first).  Elsewhere the guard is that select: an XLA:GPU conditional copies its predicate
+    to the host mid-program, which makes the dispatching call wait for the whole step.
+    With `chain` the program takes one more argument, the previous step's ok (a bool
+    scalar), folds it into its own ok and returns that ok before the flags: a step
+    dispatched on top of a failed one commits nothing either."""
+
+    leaf_slots = tuple(slot[id(n)] for n in leaves)
+    scalar_map = scalar_layout([(slot[id(s)], s.dtype) for s in scalars])
+    # (CPU only: a GPU conditional reads its predicate on the host, a mesh one gathers it)
+    breaks = _fusion_breaks(order) if getattr(device, "type", None) == "cpu" else ()
+    program = tuple((n.op.lower, n.attrs, tuple(slot[id(i)] for i in n.inputs), slot[id(n)],
+                     None if n.op.multi else n.dtype.np, id(n) in breaks) for n in order)
+    n_slots = len(slot)
+
+    on_cpu = guards_in_conditional(device)
+    inner, ext = _guarded_only(program, out_slots, check_slots, guards) if on_cpu else ((), ())
+    outer = [e for k, e in enumerate(program) if k not in inner] if inner else program
+
+    def run_program(*flat_args):
+        env = load_arguments(n_slots, leaf_slots, scalar_map, flat_args)
+        _run_entries(outer, env)
+        if check_slots:
+            flags = jnp.stack([env[s] for s in check_slots])
+            ok = jnp.all(flags[:, 0] == 0)
+            if chain:
+                ok = ok & flat_args[-1]
+            if guards and on_cpu:
+                packs = flat_args[len(leaf_slots)] if scalar_map else ()
+                _guarded_update(program, inner, ext, guards, out_slots, env, ok,
+                                scalar_map, packs)
+            else:
+                for pos, leaf in guards:
+                    out = out_slots[pos]
+                    env[out] = jnp.where(ok, env[out], env[leaf])
+        outs = [env[s] for s in out_slots]
+        if check_slots:
+            if chain:
+                outs.append(ok)
+            outs.append(flags)
+        return tuple(outs)
+
+    if getattr(device, "mesh", None) is not None:
+        # GSPMD: input shardings come from the arguments; XLA propagates them to the
+        # outputs and inserts the collectives
+        jitted = jax.jit(run_program, donate_argnums=donate)
+    else:
+        jitted = jax.jit(run_program, donate_argnums=donate,
+                         out_shardings=SingleDeviceSharding(device.jax_device))
+    return lower_for(jitted, device, args)
+
+
+def guards_in_conditional(device) -> bool:
+    """Whether a checked program guards its in-place updates with lax.cond (CPU) or with a
+    select (elsewhere: an XLA:GPU conditional reads its predicate on the host mid-program)."""
+    return platform_of(device) == "cpu"
+
+
+def lower_for(jitted, device, args):
+    """`jitted.lower(*args)` under the float32 matmul precision flowlite promises on the
+    device's platform (matmul_precision: PyTorch's full float32 unless the user asks for
+    less; CPU programs are left as JAX makes them)."""
+    setting = matmul_precision.jax_setting(platform_of(device))
+    if setting is None:
+        return jitted.lower(*args)
+    with matmul_precision.lowering(setting):
+        return jitted.lower(*args)
+
+
+def pack_groups(dtypes):
+    """The host-scalar packing layout, defined here only: a graph's host scalars travel as one
+    array per dtype, the dtypes ordered by name.  -> [(dtype, positions of its scalars)]."""
+    groups = {}
+    for i, d in enumerate(dtypes):
+        groups.setdefault(d, []).append(i)
+    return [(d, groups[d]) for d in sorted(groups, key=lambda d: d.name)]
+
+
+def pack_values(groups, values):
+    """The packed arrays of `values` (one per scalar) in the layout `groups` (pack_groups)."""
+    return tuple(np.array([values[i] for i in idx], dtype=d.np) for d, idx in groups)
+
+
+def scalar_layout(scalars):
+    """(slot, pack index, position in the pack) of each (slot, dtype) host scalar, in the
+    layout of pack_groups."""
+    layout = [None] * len(scalars)
+    for p, (_d, idx) in enumerate(pack_groups([d for _, d in scalars])):
+        for k, i in enumerate(idx):
+            layout[i] = (scalars[i][0], p, k)
+    return layout
+
+
+def load_arguments(n_slots, leaf_slots, scalar_map, flat_args):
+    """A slot list holding the program's arguments: leaves first, then the scalar packs."""
+    env = [None] * n_slots
+    for s, a in zip(leaf_slots, flat_args):
+        env[s] = a
+    if scalar_map:
+        packs = flat_args[len(leaf_slots)]
+        for s, p, k in scalar_map:
+            env[s] = packs[p][k]
+    return env
+
+
+def _run_entries(entries, env):
+    """Lower program entries in order into `env` (a slot list, or a dict for a branch)."""
+    for lower, attrs, ins, out, dt, brk in entries:
+        v = lower(attrs, *[env[i] for i in ins])
+        if dt is not None and v.dtype != dt:
+            v = v.astype(dt)
+        env[out] = fusion.barrier(v) if brk else v
+
+
+# XLA:CPU fuses a chain of elementwise ops into each of its consumers, duplicating it: a cell
+# state unrolled over T steps in Python (c = f * c + i * g, and its gradient) becomes ~T
+# fusions each holding a chain O(T) long, and the compile time grows with T² (an LSTM,
+# forward and backward: 4.8 s at 12 steps, 18 s at 25, 66 s at 50 in plain jax.jit).  No
+# fusion crosses a conditional, so the value ending every _BREAK_DEPTH consecutive
+# elementwise ops goes through one (fusion.barrier).  Deep residual streams get a few cuts
+# (a 12-layer GPT step: 14, no measurable change in its compile or step time); the bench's
+# models get none.
+# Only on CPU: elsewhere a conditional costs a device-to-host read of its predicate.
+_BREAK_DEPTH = 16
+
+
+def _fusion_breaks(order):
+    """ids of the floating-point nodes where an elementwise chain reaches _BREAK_DEPTH."""
+    depth = {}
+    breaks = set()
+    for n in order:
+        if not n.op.elementwise:
+            continue
+        d = 1 + max((depth.get(id(i), 0) for i in n.inputs), default=0)
+        if d >= _BREAK_DEPTH and n.dtype.is_floating_point and all(n.shape):
+            breaks.add(id(n))
+            d = 0
+        depth[id(n)] = d
+    return breaks
+
+
+def _guarded_only(program, out_slots, check_slots, guards):
+    """(positions in `program` of the entries only guarded outputs need, the slots those
+    entries read from outside the set) — what runs inside the lax.cond."""
+    if not guards:
+        return frozenset(), ()
+    guarded = {out_slots[pos] for pos, _ in guards}
+    outside = set(out_slots[i] for i in range(len(out_slots)) if out_slots[i] not in guarded)
+    outside.update(check_slots)
+    producer = {e[3]: k for k, e in enumerate(program)}
+    need_out = set()          # entries an unguarded output or a check needs
+    stack = [producer[s] for s in outside if s in producer]
+    while stack:
+        k = stack.pop()
+        if k in need_out:
+            continue
+        need_out.add(k)
+        stack.extend(producer[i] for i in program[k][2] if i in producer)
+    inner = frozenset(k for k in range(len(program)) if k not in need_out)
+    made = {program[k][3] for k in inner}
+    ext = sorted({i for k in inner for i in program[k][2] if i not in made})
+    return inner, tuple(ext)
+
+
+def _guarded_update(program, inner, ext, guards, out_slots, env, ok, scalar_map, packs):
+    """env[guarded output] = its new value when `ok`, else its old leaf: the entries only
+    guarded outputs need run inside lax.cond's true branch (no select on their results).
+    Host scalars it reads (an optimizer's hyper-parameters) are taken from their packs inside
+    the branch, where XLA fuses each into its consumer, instead of as one small kernel each
+    outside it."""
+    slots = [out_slots[pos] for pos, _ in guards]
+    olds = tuple(env[ls] for _, ls in guards)
+    entries = [program[k] for k in sorted(inner)]
+    in_pack = {slot: (p, k) for slot, p, k in scalar_map}
+    ext_sc = [i for i in ext if i in in_pack]
+    ext = [i for i in ext if i not in in_pack]
+
+    def update(ext_vals, packs, olds):
+        local = dict(zip(ext, ext_vals))
+        for i in ext_sc:
+            p, k = in_pack[i]
+            local[i] = packs[p][k]
+        _run_entries(entries, local)
+        return tuple(local[s] if s in local else env[s] for s in slots)
+
+    def keep(ext_vals, packs, olds):
+        return olds
+
+    new = jax.lax.cond(ok, update, keep, tuple(env[i] for i in ext),
+                       tuple(packs) if ext_sc else (), olds)
+    for s, v in zip(slots, new):
+        env[s] = v
+
+
+def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
+                     partners=None, check_slots=(), chain=False):
+    perm = _output_order(partners, donate) if partners else None
+    lowered_slots = out_slots if perm is None else tuple(out_slots[i] for i in perm)
+    guards = ()
+    if check_slots and partners:
+        order_of = list(range(len(out_slots))) if perm is None else perm
+        guards = tuple((pos, slot[id(leaves[partners[i]])]) for pos, i in enumerate(order_of)
+                       if partners[i] is not None)
+    t0 = time.perf_counter()
+    compiled = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
+                             args, check_slots, guards, chain).compile()
+    compile_s = time.perf_counter() - t0
+    _trim()
+    fn = compiled
+    if perm is not None:
+        where = [0] * len(perm)
+        for pos, i in enumerate(perm):
+            where[i] = pos
+        if check_slots:
+            where.extend(range(len(perm), len(perm) + 1 + chain))   # ok, flags stay last
+
+        # (a permutation that isn't the identity has two entries or more: itemgetter returns
+        # a tuple, picked in C rather than by a Python loop per output)
+        def fn(*a, _run=compiled, _pick=operator.itemgetter(*where)):
+            return _pick(_run(*a))
+    exe = Executable(fn, len(out_slots), donate)
+    exe.compiled = compiled
+    exe.n_checks = len(check_slots)
+    exe.chained = bool(chain and check_slots)
+    if check_slots and partners:
+        exe.guarded = frozenset(i for i, p in enumerate(partners) if p is not None)
+    exe.stats = _stats(compiled, len(args), len(out_slots), donate, args)
+    exe.need_bytes = max(0, exe.stats.get("output_bytes", 0) + exe.stats.get("temp_bytes", 0)
+                         - exe.stats.get("alias_bytes", 0))
+    if compile_s > 0.25:     # small programs (eager mode's per-op ones) leave little behind
+        _release_compile_memory()
+    return exe
+
+
+def _release_compile_memory():
+    """XLA's compiler frees hundreds of MB of scratch when it is done, but glibc keeps the
+    freed pages mapped, so the process would carry a compile's peak for the rest of a run.
+    Hand them back to the OS (a few ms, once per compile; a no-op off glibc)."""
+    trim = _malloc_trim()
+    if trim:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim():
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+def _output_order(partners, donate):
+    """Outputs that replace a donated input first, in that input's order.
+
+    jax.jit pairs each output with the first unused donated input of the same shape and
+    dtype, in order; without this an optimizer's new weight could take the buffer of the
+    old weight's *gradient* slot, and XLA would copy every parameter before updating it.
+    Returns None when the natural order already pairs them."""
+    donated = set(donate)
+    first = sorted((p, i) for i, p in enumerate(partners) if p is not None and p in donated)
+    if not first:
+        return None
+    lead = [i for _, i in first]
+    taken = set(lead)
+    perm = lead + [i for i in range(len(partners)) if i not in taken]
+    return None if perm == list(range(len(partners))) else perm
+
+
+def _stats(compiled, n_in, n_out, donate, args):
+    s = {"inputs": n_in, "outputs": n_out,
+         "donated_bytes": int(sum(getattr(args[j], "nbytes", 0) for j in donate))}
+    try:
+        m = compiled.memory_analysis()
+        s.update(argument_bytes=int(m.argument_size_in_bytes),
+                 output_bytes=int(m.output_size_in_bytes),
+                 temp_bytes=int(m.temp_size_in_bytes),
+                 alias_bytes=int(getattr(m, "alias_size_in_bytes", 0) or 0))
+    except Exception:  # not every backend reports memory statistics
+        pass
+    try:
+        c = compiled.cost_analysis()
+        c = c[0] if isinstance(c, (list, tuple)) else c
+        if c and "flops" in c:
+            s["flops"] = float(c["flops"])
+    except Exception:
+        pass
+    return s

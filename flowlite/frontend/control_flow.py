@@ -1,0 +1,340 @@
+"""`scan`: a loop recorded as ONE node (lowered to `lax.scan`), so recurrent
+models don't unroll time into the graph.
+
+The Python body runs once, on placeholder tensors, and its ops become a small
+program stored in the node's attributes.  Tensors the body reads from outside
+(weights, constants) become extra inputs.  The VJP is another scan, running in
+reverse: each step replays the body program on the saved carry and applies
+flowlite's own tape to it.
+
+Layer: frontend — imports backward, engine.ir, engine.runtime, engine.tape, ops, primitives,
+tensor.
+"""
+from __future__ import annotations
+
+import jax
+from jax import lax
+
+from ..engine import ir
+from ..engine.ir import Node, Prim
+from ..engine.runtime import KeyStream, rt
+from ..engine.tape import GradFn, enable_grad, is_grad_enabled
+from . import ops as F
+from . import primitives as P
+from .backward import run_backward
+from .tensor import Tensor, apply
+
+
+def _no_lower(attrs, *xs):
+    raise RuntimeError("scan placeholder reached the executor")
+
+
+scan_arg = Prim("scan_arg", _no_lower, None, nondiff=True)
+
+
+def _flatten(tree):
+    leaves, treedef = jax.tree_util.tree_flatten(tree, is_leaf=lambda x: isinstance(x, Tensor))
+    for leaf in leaves:
+        if not isinstance(leaf, Tensor):
+            raise TypeError(f"scan: carries and xs must be Tensors (or pytrees of them), got "
+                            f"{type(leaf).__name__}")
+    return leaves, treedef
+
+
+def _placeholder(i, shape, dtype, device):
+    n = Node(scan_arg, (), (i,), tuple(shape), dtype, device)
+    return Tensor(n)
+
+
+def _trace_body(fn, carry_tree, carry_leaves, x_tree, x_leaves):
+    """Run `fn` on placeholders; return the body program and its captured inputs."""
+    nc = len(carry_leaves)
+    cps = [_placeholder(i, c.shape, c.dtype, c._node.device) for i, c in enumerate(carry_leaves)]
+    xps = [_placeholder(nc + i, x.shape[1:], x.dtype, x._node.device)
+           for i, x in enumerate(x_leaves)]
+    local = rt.local
+    mark = len(local.pending)
+    local.tracing_body += 1
+    # the body's ops go into a program of their own, not into the graph key of the pending
+    # work (an invalid key stream numbers nothing it reads)
+    stream = local.stream
+    local.stream = KeyStream(valid=False)
+    try:
+        out = fn(jax.tree_util.tree_unflatten(carry_tree, cps),
+                 jax.tree_util.tree_unflatten(x_tree, xps) if x_leaves else None)
+    finally:
+        local.tracing_body -= 1
+        local.stream = stream
+        del local.pending[mark:]
+    if not isinstance(out, tuple) or len(out) != 2:
+        raise TypeError("scan: the body must return a pair (new_carry, y)")
+    new_carry, ys = out
+    nc_leaves, nc_tree = _flatten(new_carry)
+    if nc_tree != carry_tree:
+        raise TypeError(f"scan: the body's carry structure changed: {carry_tree} -> {nc_tree}")
+    for a, b in zip(carry_leaves, nc_leaves):
+        if tuple(a.shape) != tuple(b.shape) or a.dtype is not b.dtype:
+            raise TypeError(f"scan: carry changed shape/dtype across a step: "
+                            f"{tuple(a.shape)}:{a.dtype.name} -> {tuple(b.shape)}:{b.dtype.name}")
+    y_leaves, y_tree = _flatten(ys) if ys is not None else ([], None)
+    arg_nodes = {id(t._node): i for i, t in enumerate(cps + xps)}
+    program, out_refs, consts = _program([t._node for t in nc_leaves + y_leaves], arg_nodes,
+                                         len(cps) + len(xps))
+    edges = _captured_edges(nc_leaves + y_leaves, consts)
+    return (program, out_refs, consts, edges), nc_leaves, y_leaves, y_tree
+
+
+def _captured_edges(outs, consts):
+    """Autograd edges of the tensors the body captured, read off the body's tape."""
+    want = {id(n): j for j, n in enumerate(consts)}
+    edges = [None] * len(consts)
+    seen = set()
+    stack = []
+    for t in outs:
+        j = want.get(id(t._node))
+        if j is not None and t._edge is not None:
+            edges[j] = t._edge
+        elif isinstance(t._edge, GradFn):
+            stack.append(t._edge)
+    while stack:
+        fn = stack.pop()
+        if id(fn) in seen or fn.inputs is None:
+            continue
+        seen.add(id(fn))
+        for n, e in zip(fn.inputs, fn.edges):
+            if e is None:
+                continue
+            j = want.get(id(n))
+            if j is not None:
+                edges[j] = e
+            elif isinstance(e, GradFn):
+                stack.append(e)
+    return edges
+
+
+def _program(outputs, arg_nodes, n_args):
+    """Body program over refs [args..., consts..., body nodes...] (consts appended later)."""
+    depends = {}
+    order = []
+    for r in outputs:
+        stack = [r]
+        while stack:
+            n = stack[-1]
+            k = id(n)
+            if k in depends:
+                stack.pop()
+                continue
+            if k in arg_nodes:
+                depends[k] = True
+                stack.pop()
+                continue
+            if n.op is ir.DATA or n.op is ir.SCALAR or not n.inputs:
+                depends[k] = n.op is scan_arg
+                stack.pop()
+                continue
+            pending = [i for i in n.inputs if id(i) not in depends]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            depends[k] = any(depends[id(i)] for i in n.inputs)
+            if depends[k]:
+                order.append(n)
+    consts = []
+    const_idx = {}
+    body_idx = {}
+    instrs = []
+    base = n_args
+    # refs: args are 0..n_args-1, consts n_args.., body nodes after consts; fix up at the end
+    pending_instrs = []
+    for n in order:
+        ins = []
+        for i in n.inputs:
+            k = id(i)
+            if k in arg_nodes:
+                ins.append(("a", arg_nodes[k]))
+            elif depends.get(k):
+                ins.append(("b", body_idx[k]))
+            else:
+                if k not in const_idx:
+                    const_idx[k] = len(consts)
+                    consts.append(i)
+                ins.append(("k", const_idx[k]))
+        body_idx[id(n)] = len(pending_instrs)
+        pending_instrs.append((n, ins))
+    outs = []
+    for r in outputs:
+        k = id(r)
+        if k in arg_nodes:
+            outs.append(("a", arg_nodes[k]))
+        elif depends.get(k):
+            outs.append(("b", body_idx[k]))
+        else:
+            if k not in const_idx:
+                const_idx[k] = len(consts)
+                consts.append(r)
+            outs.append(("k", const_idx[k]))
+    nk = len(consts)
+
+    def ref(r):
+        kind, j = r
+        return j if kind == "a" else (base + j if kind == "k" else base + nk + j)
+    for n, ins in pending_instrs:
+        instrs.append((n.op, n.attrs, tuple(ref(r) for r in ins), n.shape, n.dtype))
+    return tuple(instrs), tuple(ref(r) for r in outs), consts
+
+
+def _lower_scan(attrs, *xs):
+    program, out_refs, nc, nx, nk, length, reverse = attrs
+    init, seqs, consts = xs[:nc], xs[nc:nc + nx], xs[nc + nx:]
+
+    def body(carry, x):
+        env = list(carry) + list(x) + list(consts)
+        for prim, a, ins, shape, dt in program:
+            v = prim.lower(a, *[env[i] for i in ins])
+            if not prim.multi and v.dtype != dt.np:
+                v = v.astype(dt.np)
+            env.append(v)
+        outs = [env[i] for i in out_refs]
+        new_carry = tuple(outs[:nc])
+        return new_carry, (tuple(outs[nc:]), tuple(carry))
+
+    final, (ys, carries) = lax.scan(body, tuple(init), tuple(seqs), length=length,
+                                    reverse=reverse)
+    return tuple(final) + tuple(ys) + tuple(carries)
+
+
+def replay(program, out_refs, args):
+    """Re-record a body program as flowlite ops on `args` (tensors)."""
+    env = list(args)
+    for prim, a, ins, shape, dt in program:
+        env.append(apply(prim, tuple(env[i] for i in ins), a, shape, dt))
+    return [env[i] for i in out_refs]
+
+
+def _scan_vjp(attrs, inputs, out, g):
+    program, out_refs, nc, nx, nk, length, reverse = attrs
+    init, seqs, consts = inputs[:nc], inputs[nc:nc + nx], inputs[nc + nx:]
+    ny = len(out_refs) - nc
+    # the stacked per-step input carries are outputs nc+ny.. of the forward node
+    n_out = nc + ny + nc
+    saved = [apply(P.tuple_get, (out,), (nc + ny + j, n_out),
+                   (length,) + tuple(init[j].shape), init[j].dtype) for j in range(nc)]
+    ct_final = [g[j] if g[j] is not None else F.zeros_like(init[j]) for j in range(nc)]
+    ct_ys = []
+    for j in range(ny):
+        gy = g[nc + j]
+        if gy is None:
+            gy = F.zeros(_out_shape(out, nc + j), dtype=_out_dtype(out, nc + j),
+                         device=out.device)
+        ct_ys.append(gy)
+    # cotangents of the stacked per-step carries (non-zero only for higher-order grads)
+    ct_saved = [g[nc + ny + j] if g[nc + ny + j] is not None else F.zeros_like(saved[j])
+                for j in range(nc)]
+    float_mask_c = [c.dtype.is_floating_point for c in init]
+    float_mask_x = [x.dtype.is_floating_point for x in seqs]
+    float_mask_k = [k.dtype.is_floating_point for k in consts]
+    create_graph = is_grad_enabled()
+    ct_k0 = [F.zeros_like(k) for k, m in zip(consts, float_mask_k) if m]
+
+    def bwd_body(carry, x):
+        ct_c, ct_k = carry
+        c_t, x_t, cty_t, cts_t = x
+        c_req = [Tensor(c._node).requires_grad_() if m else Tensor(c._node)
+                 for c, m in zip(c_t, float_mask_c)]
+        x_req = [Tensor(v._node).requires_grad_() if m else Tensor(v._node)
+                 for v, m in zip(x_t, float_mask_x)]
+        # captured tensors keep their own autograd edges, so a backward taken with
+        # create_graph=True differentiates through them (higher-order grads)
+        k_req = [k if m else Tensor(k._node) for k, m in zip(consts, float_mask_k)]
+        with enable_grad():
+            outs = replay(program, out_refs, c_req + x_req + k_req)
+        roots, cts = [], []
+        for o, ct in zip(outs, list(ct_c) + list(cty_t)):
+            if o.requires_grad:
+                roots.append(o)
+                cts.append(ct)
+        wrt = [t for t, m in zip(c_req + x_req + k_req,
+                                 float_mask_c + float_mask_x + float_mask_k) if m]
+        usable = [t for t in wrt if t.requires_grad]
+        got = run_backward(roots, cts, inputs=usable, accumulate=False,
+                                    allow_unused=True, retain_graph=True,
+                                    create_graph=create_graph) if roots and usable else []
+        by_id = {id(t): g for t, g in zip(usable, got)}
+        grads = [by_id.get(id(t)) for t in wrt]
+        it = iter(grads)
+        gc = [_z(next(it), c) + s if m else F.zeros_like(c)
+              for c, m, s in zip(c_req, float_mask_c, cts_t)]
+        gx = [_z(next(it), v) if m else F.zeros_like(v) for v, m in zip(x_req, float_mask_x)]
+        gk = [_z(next(it), k) for k, m in zip(k_req, float_mask_k) if m]
+        new_ct_k = [a + b for a, b in zip(ct_k, gk)]
+        return (gc, new_ct_k), gx
+
+    (ct_init, ct_k), ct_xs = scan(bwd_body, (ct_final, ct_k0),
+                                  (saved, list(seqs), ct_ys, ct_saved),
+                                  length=length, reverse=not reverse)
+    grads = []
+    for c, m, gc in zip(init, float_mask_c, ct_init):
+        grads.append(gc if m else None)
+    for v, m, gx in zip(seqs, float_mask_x, ct_xs):
+        grads.append(gx if m else None)
+    it = iter(ct_k)
+    for k, m in zip(consts, float_mask_k):
+        grads.append(next(it) if m else None)
+    return tuple(grads)
+
+
+def _z(g, like):
+    return g if g is not None else F.zeros_like(like)
+
+
+def _out_shape(out, j):
+    return out._node.shape[j]
+
+
+def _out_dtype(out, j):
+    return out._node.dtype[j]
+
+
+scan_p = Prim("scan", _lower_scan, _scan_vjp, multi=True)
+
+
+def scan(fn, init, xs=None, length=None, reverse=False):
+    """`lax.scan` for flowlite tensors: fn(carry, x) -> (new_carry, y).
+
+    Returns (final_carry, stacked_ys).  `init` and `xs` may be pytrees of
+    tensors; every x is sliced along its first dimension.
+    """
+    c_leaves, c_tree = _flatten(init)
+    x_leaves, x_tree = _flatten(xs) if xs is not None else ([], None)
+    if x_leaves:
+        lengths = {int(x.shape[0]) if x.ndim else -1 for x in x_leaves}
+        if len(lengths) != 1 or -1 in lengths:
+            raise ValueError(f"scan: every xs must have the same leading length, got shapes "
+                             f"{[tuple(x.shape) for x in x_leaves]}")
+        n = lengths.pop()
+        if length is not None and length != n:
+            raise ValueError(f"scan: length={length} but xs have leading length {n}")
+        length = n
+    if length is None:
+        raise ValueError("scan: pass xs or length")
+    (program, out_refs, consts, edges), nc_leaves, y_leaves, y_tree = _trace_body(
+        fn, c_tree, c_leaves, x_tree, x_leaves)
+    nc, nx, nk = len(c_leaves), len(x_leaves), len(consts)
+    const_tensors = [Tensor(k) for k in consts]
+    for t, e in zip(const_tensors, edges):
+        t._edge = e
+    attrs = (program, out_refs, nc, nx, nk, int(length), bool(reverse))
+    shapes = tuple(tuple(c.shape) for c in c_leaves) + \
+        tuple((length,) + tuple(y.shape) for y in y_leaves) + \
+        tuple((length,) + tuple(c.shape) for c in c_leaves)
+    dts = tuple(c.dtype for c in c_leaves) + tuple(y.dtype for y in y_leaves) + \
+        tuple(c.dtype for c in c_leaves)
+    out = apply(scan_p, tuple(c_leaves) + tuple(x_leaves) + tuple(const_tensors), attrs,
+                shapes, dts)
+    n_out = len(shapes)
+    res = [apply(P.tuple_get, (out,), (j, n_out), shapes[j], dts[j])
+           for j in range(nc + len(y_leaves))]
+    final = jax.tree_util.tree_unflatten(c_tree, res[:nc])
+    ys = jax.tree_util.tree_unflatten(y_tree, res[nc:]) if y_tree is not None else None
+    return final, ys

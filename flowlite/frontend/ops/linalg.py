@@ -1,0 +1,195 @@
+"""Linear algebra: matmul/bmm/mm, dot, outer, einsum.
+
+Layer: frontend — imports engine.buckets, engine.matmul_precision, ops._core, ops._registry,
+ops.elementwise, ops.shape, tensor. The family's primitives (`<name>_p`) are declared here,
+beside the front end that records them: their gradient rules call the ops of this module and of
+those before it.
+"""
+from __future__ import annotations
+
+import builtins
+import collections
+
+import jax.numpy as jnp
+
+from ...engine import buckets as B
+from ..tensor import apply, Tensor
+from ...engine.matmul_precision import for_operands as _precision
+from ._core import _promote, as_tensor, broadcast_shapes, broadcast_to, prim, to_dtype
+from .elementwise import _st, mul
+from .shape import mT, reshape, unsqueeze
+from ._registry import torch_op
+
+
+# ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
+def _matmul_vjp(a, i, o, g):
+    x, y = i
+    return _st(matmul(g, mT(y)), x), _st(matmul(mT(x), g), y)
+
+
+matmul_p = prim("matmul", lambda a, x, y: jnp.matmul(
+    x, y, precision=a[0] if a else _precision(x, y)), _matmul_vjp, bucket=B.rule_matmul)
+
+
+def _einsum_vjp(a, i, o, g):
+    eq = a[0]
+    ins, out = eq.split("->")
+    specs = ins.split(",")
+    grads = []
+    for k, x in enumerate(i):
+        others = [s for j, s in enumerate(specs) if j != k]
+        available = set(out).union(*others) if others else set(out)
+        target = specs[k]
+        keep = "".join(c for c in target if c in available)
+        sub_eq = ",".join([out] + others) + "->" + keep
+        gk = einsum(sub_eq, g, *[t for j, t in enumerate(i) if j != k])
+        if keep != target:  # indices summed only inside operand k: broadcast back
+            shape = [x.shape[target.index(c)] if c in keep else 1 for c in target]
+            order = [c for c in target if c in keep]
+            gk = reshape(gk, tuple(x.shape[target.index(c)] for c in order))
+            gk = reshape(gk, tuple(shape)) if order == [c for c in target if c in keep] else gk
+            gk = broadcast_to(gk, x.shape)
+        grads.append(gk)
+    return tuple(grads)
+
+
+einsum_p = prim("einsum", lambda a, *xs: jnp.einsum(a[0], *xs, precision=_precision(*xs)),
+                _einsum_vjp, bucket=B.rule_einsum)
+
+
+
+# ---- linear algebra ----------------------------------------------------------------------------
+@torch_op(aliases=("mm",))
+def matmul(a, b):
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise TypeError("matmul: both arguments must be tensors")
+    sa, sb = a._node.shape, b._node.shape
+    if not sa or not sb:
+        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
+                           f"{len(sa)}D and {len(sb)}D (matmul of shapes {tuple(sa)} and "
+                           f"{tuple(sb)})")
+    ka = sa[-1]
+    kb = sb[-2] if len(sb) >= 2 else sb[0]
+    if ka != kb:
+        kb_dim = builtins.max(len(sb) - 2, 0)
+        raise ValueError(f"matmul: shapes {tuple(sa)} and {tuple(sb)} are not aligned "
+                         f"({ka} (dim {len(sa) - 1}) != {kb} (dim {kb_dim}))")
+    dt = a.dtype if a.dtype is b.dtype else _promote(a.dtype, b.dtype)
+    if a.dtype is not dt:
+        a = to_dtype(a, dt)
+    if b.dtype is not dt:
+        b = to_dtype(b, dt)
+    squeeze_a = len(sa) == 1
+    squeeze_b = len(sb) == 1
+    if squeeze_a:
+        a = reshape(a, (1, ka))
+        sa = (1, ka)
+    if squeeze_b:
+        b = reshape(b, (kb, 1))
+        sb = (kb, 1)
+    try:
+        batch = broadcast_shapes(sa[:-2], sb[:-2], op="matmul") if len(sa) > 2 or \
+            len(sb) > 2 else ()
+    except ValueError:
+        raise ValueError(f"matmul: batch dimensions of shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)} cannot be broadcast together") from None
+    shape = batch + (sa[-2], sb[-1])
+    out = apply(matmul_p, (a, b), (), shape, dt)
+    if squeeze_a or squeeze_b:
+        shape = batch + ((sa[-2],) if not squeeze_a else ()) + ((sb[-1],) if not squeeze_b else ())
+        out = reshape(out, shape)
+    return out
+
+
+@torch_op
+def bmm(a, b):
+    if a.ndim != 3 or b.ndim != 3:
+        raise ValueError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"bmm: batch sizes differ: {tuple(a.shape)} and {tuple(b.shape)}")
+    return matmul(a, b)
+
+
+
+
+@torch_op
+def dot(a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise ValueError(f"dot: 1D tensors expected, but got shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)}")
+    return matmul(a, b)
+
+
+@torch_op
+def outer(a, b):
+    return mul(unsqueeze(a, 1), unsqueeze(b, 0))
+
+
+def _explicit_einsum(eq, operands):
+    eq = eq.replace(" ", "")
+    if "->" in eq:
+        ins, out = eq.split("->")
+    else:
+        ins, out = eq, None
+    specs = ins.split(",")
+    if len(specs) != len(operands):
+        raise ValueError(f"einsum: equation {eq!r} names {len(specs)} operands but "
+                         f"{len(operands)} were given")
+    used = set(c for c in eq if c.isalpha())
+    free = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used]
+    ell = None
+    new_specs = []
+    for s, t in zip(specs, operands):
+        if "..." in s:
+            n = t.ndim - (len(s) - 3)
+            if ell is None or len(ell) < n:
+                ell = "".join(free[:n]) if ell is None or len(ell) < n else ell
+            s = s.replace("...", ell[len(ell) - n:] if n else "")
+        if len(s) != t.ndim:
+            raise ValueError(f"einsum: operand spec {s!r} has {len(s)} indices but the operand "
+                             f"has shape {tuple(t.shape)}")
+        if len(set(s)) != len(s):
+            raise ValueError(f"einsum: repeated index in {s!r} (diagonals) is not supported")
+        new_specs.append(s)
+    if out is None:
+        counts = collections.Counter("".join(new_specs))
+        out = (ell or "") + "".join(sorted(c for c, k in counts.items() if k == 1 and
+                                           (ell is None or c not in ell)))
+    else:
+        out = out.replace("...", ell or "")
+    sizes = {}
+    for s, t in zip(new_specs, operands):
+        for c, n in zip(s, t.shape):
+            if c in sizes and sizes[c] != n and 1 not in (sizes[c], n):
+                raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n} in "
+                                 f"{eq!r} (shapes {[tuple(o.shape) for o in operands]})")
+            sizes[c] = builtins.max(sizes.get(c, 1), n)
+    operands = [broadcast_to(t, tuple(sizes[c] for c in s)) for s, t in zip(new_specs, operands)]
+    return ",".join(new_specs) + "->" + out, operands, tuple(sizes[c] for c in out)
+
+
+_einsum_cache: dict = {}
+
+
+@torch_op(method=False)
+def einsum(eq, *operands):
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    operands = [o if type(o) is Tensor or isinstance(o, Tensor) else as_tensor(o)
+                for o in operands]
+    key = (eq,) + tuple(o._node.shape for o in operands)
+    hit = _einsum_cache.get(key)
+    if hit is not None and builtins.all(o.dtype is operands[0].dtype for o in operands):
+        # same equation and shapes as before: explicit equation and output shape are known
+        eq2, shape, bshapes = hit
+        ops_ = [o if o._node.shape == bs else broadcast_to(o, bs)
+                for o, bs in zip(operands, bshapes)]
+        return apply(einsum_p, tuple(ops_), (eq2,), shape, operands[0].dtype)
+    eq, operands, shape = _explicit_einsum(eq, operands)
+    _einsum_cache[key] = (eq, shape, tuple(o._node.shape for o in operands))
+    dt = operands[0].dtype
+    for o in operands[1:]:
+        dt = _promote(dt, o.dtype)
+    operands = [to_dtype(o, dt) for o in operands]
+    return apply(einsum_p, tuple(operands), (eq,), shape, dt)

@@ -1,0 +1,197 @@
+"""Rebinding tensors and recording updates: the in-place half of the tracer.
+
+Layer: frontend — imports engine.graph_key, engine.ir, engine.metrics, engine.runtime,
+engine.tape, ops, primitives, tensor, views. In-place methods, `nn` (parameter values) and
+`optim` (the update node whose outputs replace parameters and state) all go through these, so
+nothing outside the core writes `Tensor._node`.
+"""
+from __future__ import annotations
+
+import weakref
+
+from ..engine import graph_key, ir
+from ..engine.graph_key import enter as _enter
+from ..engine.metrics import _C
+from .ops import broadcast_to, full_like, getitem_plan, index_put, to_dtype, where
+from .primitives import tuple_get
+from ..engine.runtime import rt
+from ..engine.tape import AccumulateGrad, _state
+from .tensor import Tensor, apply
+from .views import _Root, _View, _alias_of, _mark, _note_undo, orphan, rebound, refresh, write_view
+
+_DATA = ir.DATA
+_Node = ir.Node
+_new_node = ir.Node.__new__
+_ref = weakref.ref
+record = apply
+_TRUE = True
+
+
+def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
+    """In-place semantics: `t` now holds `new`'s value (cast to t's dtype) and, under grad
+    mode, its autograd history; the tape keeps the old node.  A view writes through to its
+    root, and every live view of the root sees the new value (flowlite.views)."""
+    if new._node.shape != t._node.shape:
+        raise RuntimeError(f"{opname}: result shape {tuple(new.shape)} doesn't match the "
+                           f"in-place tensor's shape {tuple(t.shape)}")
+    if new._node.dtype is not t._node.dtype:
+        new = to_dtype(new, t._node.dtype)
+    a = t._alias
+    if a.__class__ is _View:
+        write_view(t, a, new, opname)
+        return t
+    e = t._edge
+    if e is not None and _state.enabled:
+        if isinstance(e, AccumulateGrad):
+            raise RuntimeError(f"{opname}: a leaf Variable that requires grad is being used "
+                               "in an in-place operation (wrap it in flowlite.no_grad())")
+        if new._edge is None:
+            # a value without history (fill_, zero_, copy_ of a constant): like PyTorch, t
+            # still requires grad, its old history getting a zero gradient
+            new = where(_TRUE, new, t)
+        t._edge = new._edge
+    elif e is None and new._edge is not None and _state.enabled:
+        t._edge = new._edge
+    _note_undo(t, e)
+    t._node = new._node
+    if new._node.op is not _DATA:
+        rt.local.pending.append(_ref(t))
+    if a is None:
+        t._alias = _Root()
+    refresh(t)
+    return t
+
+
+def setitem(x, idx, value):
+    """`x[idx] = value`: for a basic index, PyTorch copies value into the view x[idx];
+    advanced indices put into x."""
+    out, plan = getitem_plan(x, idx)
+    if plan is None:
+        rebind(x, index_put(x, idx, value), "__setitem__")
+        return
+    sub = _alias_of(x) if out is x else _mark(out, x, "basic", plan)
+    if isinstance(value, Tensor):
+        v = to_dtype(value, x._node.dtype)
+        try:
+            v = broadcast_to(v, sub._node.shape)
+        except ValueError:
+            raise ValueError(f"setitem: value of shape {tuple(value.shape)} cannot be broadcast "
+                             f"to the indexed shape {tuple(sub.shape)}") from None
+        rebind(sub, v, "copy_")
+    else:
+        rebind(sub, full_like(sub, value), "copy_")   # PyTorch copies here: overlaps refused
+
+
+def set_value(t: Tensor, new: Tensor) -> Tensor:
+    """Replace t's value by new's, keeping t's identity, autograd flags and .grad (a
+    parameter moved to another device or dtype, a loaded state_dict entry); t's views see
+    the new value when its shape is unchanged."""
+    same = new._node.shape == t._node.shape
+    _note_undo(t, t._edge)
+    t._node = new._node
+    if t.is_pending:
+        rt.local.pending.append(_ref(t))
+    if same:
+        rebound(t)
+    else:
+        orphan(t)
+    return t
+
+
+def share(t: Tensor, cls=Tensor) -> Tensor:
+    """A new handle of class `cls` on t's (immutable) value, outside autograd: a lazy,
+    sync-free copy."""
+    out = cls.__new__(cls)
+    Tensor.__init__(out, t._node)
+    return out
+
+
+def share_into(obj: Tensor, t: Tensor) -> Tensor:
+    """Initialise `obj`, a new instance of a Tensor subclass (from inside its `__init__`), as
+    a handle on t's value outside autograd: what `share(t, type(obj))` builds, for
+    subclasses whose constructor takes the tensor (`nn.Parameter(data)`)."""
+    Tensor.__init__(obj, t._node)
+    return obj
+
+
+def host_scalar(value, dtype, tag=None) -> Tensor:
+    """A Python number that travels as data (never a baked constant, so a new value never
+    recompiles); `tag` names its source for `flowlite.compile`'s replays."""
+    t = Tensor(ir.scalar_node(value, dtype))
+    t._node.site = tag
+    return t
+
+
+_proj_sigs: dict = {}
+
+
+def record_into(targets, prim, inputs, attrs, memo=None) -> None:
+    """Record `prim(*inputs)` — a multi-output, non-differentiable primitive whose output j
+    has the shape and dtype of targets[j] — and rebind each target to its output, as an
+    optimizer step rebinds parameters and state.  `memo` (a dict the caller keeps per
+    call site) remembers the update's interned signature while attrs, shapes and dtypes
+    stay the same: this runs for every parameter of every step."""
+    shapes = tuple([t._node.shape for t in targets])
+    dts = tuple([t._node.dtype for t in targets])
+    local = rt.local
+    st = local.stream
+    if memo is not None and memo.get("key") == (attrs, shapes, dts):
+        nodes = tuple([t._node for t in inputs])
+        device = nodes[0].device
+        flat = st.flat
+        for i in nodes:         # apply's device check and graph-key entry, inline
+            d = i.device
+            if d is not device and d is not None:
+                st.valid = False
+                apply(prim, inputs, attrs, shapes, dts)   # raises the device error
+            flat.append(i.mark if i.epoch is st else _enter(st, i))
+        node = ir.node_with_sig(prim, nodes, attrs, shapes, dts, device, memo["sig"])
+        flat.append(node.sig)
+        node.epoch = st
+        node.mark = st.nxt
+        st.nxt += 1
+        _C["ops"] += 1
+        sigs, token, jn = memo["proj"]
+    else:
+        node = apply(prim, inputs, attrs, shapes, dts)._node
+        key = (shapes, dts)
+        proj = _proj_sigs.get(key)
+        if proj is None:
+            n = len(targets)
+            proj = _proj_sigs[key] = (
+                [ir.intern_sig((tuple_get, (j, n), shapes[j], dts[j], 1)) for j in range(n)],
+                graph_key.token("projections", key), [(j, n) for j in range(n)])
+        if memo is not None:
+            memo["key"] = (attrs, shapes, dts)
+            memo["sig"] = node.sig
+            memo["proj"] = proj
+        sigs, token, jn = proj
+    # the projections are one graph-key entry: no codes (they read the entry before)
+    n = len(targets)
+    st.flat.append(token)
+    k = st.nxt
+    st.nxt = k + n
+    ins = (node,)
+    device = node.device
+    pending = local.pending
+    new = _new_node
+    for j in range(n):          # node_with_sig, inline: this runs for every target
+        t = targets[j]
+        p = new(_Node)
+        p.op = tuple_get
+        p.inputs = ins
+        p.attrs = jn[j]
+        p.shape = shapes[j]
+        p.dtype = dts[j]
+        p.device = device
+        p.value = None
+        p.site = None
+        p.epoch = st
+        p.mark = k + j
+        p.size = None
+        p.sig = sigs[j]
+        t._node = p
+        pending.append(_ref(t))
+        if t._alias is not None:
+            rebound(t)
+    _C["ops"] += n

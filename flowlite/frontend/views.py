@@ -1,0 +1,533 @@
+"""Views and write-through: PyTorch's aliasing on a functional graph.
+
+Layer: frontend — imports engine.executor, engine.ir, engine.layout, engine.runtime,
+engine.tape, ops, ops.shape, tensor.
+
+A view (basic indexing, `view`/`reshape` where the layout allows, `transpose`, `expand`,
+`narrow`, `split`, `diagonal`, `unfold`, `detach()`, `.data`, ...) is a new tensor whose
+`_alias` is a `_View`: its root (the tensor that owns the storage) and how it was derived,
+from which its layout in the root's elements (offset, strides — PyTorch's storage model)
+follows.  A root with views carries a `_Root`: weak references to them and a version.
+
+Nodes are immutable, so nothing is written in place: an in-place op on a view records one
+`view_write` node (the root's new value), rebinds the root, and re-derives every live view
+of that root with one `view_read` node each — functionalization, as PyTorch/XLA does it.
+Everything stays lazy: a write adds nodes, never a sync.
+"""
+from __future__ import annotations
+
+import weakref
+
+from ..engine import executor, ir, layout as L
+from . import ops as F
+from ..engine.runtime import rt
+from ..engine.tape import AccumulateGrad, _state
+from .ops.shape import transpose_family
+from .tensor import Tensor, _norm_dim
+
+_ref = weakref.ref
+_DATA_OP = ir.DATA
+
+
+class _Root:
+    """Attached to a tensor that has (or had) views, or was written in place."""
+    __slots__ = ("views", "version", "limit")
+
+    def __init__(self):
+        self.views = []       # weakrefs to the views (dead ones pruned now and then)
+        self.version = 0
+        self.limit = 16
+
+
+class _View:
+    __slots__ = ("root", "parent", "kind", "args", "in_shape", "shape", "grad", "detached",
+                 "nograd", "multi", "lay")
+
+    def __init__(self, root, parent, kind, args, in_shape, shape, detached, nograd):
+        self.root = root          # the Tensor owning the storage (kept alive, as in PyTorch)
+        self.parent = parent      # the _View this one was derived from (None: the root)
+        self.kind = kind
+        self.args = args
+        self.in_shape = in_shape
+        self.shape = shape
+        self.detached = detached  # detach()/.data in the chain: outside autograd
+        self.nograd = nograd      # made under no_grad: PyTorch forbids writing it with grad
+        #                           mode on when the root requires grad
+        self.grad = not (detached or nograd)   # re-derivations keep the autograd link
+        self.multi = parent is not None and parent.multi   # from split/chunk/unbind
+        self.lay = None
+
+
+def _slice_rule(off, st, shape, args):
+    return L.slice_layout(off, st, args[0], args[1])
+
+
+def _reshape_rule(off, st, shape, args):
+    return off, L.view_strides(shape, st, args[0])
+
+
+def _basic_rule(off, st, shape, plan):
+    sl, sliced, out_shape = plan
+    if sl is not None:
+        off, st = L.slice_layout(off, st, sl[0], sl[2])
+    return off, L.view_strides(sliced, st, out_shape)
+
+
+_RULES = {
+    "alias": lambda off, st, shape, args: (off, st),
+    "slice": _slice_rule,
+    "reshape": _reshape_rule,
+    "basic": _basic_rule,
+    "perm": lambda off, st, shape, args: L.permute_layout(off, st, args[0]),
+    "expand": lambda off, st, shape, args: L.expand_layout(off, st, shape, args[0]),
+    "diag": lambda off, st, shape, args: L.diagonal_layout(off, st, shape, *args),
+    "unfold": lambda off, st, shape, args: L.unfold_layout(off, st, args[0], args[1]),
+    "strided": lambda off, st, shape, args: args,
+}
+
+
+def _layout(v: _View):
+    """(offset, strides) of view v in its root's elements."""
+    lay = v.lay
+    if lay is None:
+        if v.parent is None:
+            off, st = 0, L.contiguous_strides(v.in_shape)
+        else:
+            off, st = _layout(v.parent)
+        lay = v.lay = _RULES[v.kind](off, st, v.in_shape, v.args)
+    return lay
+
+
+def _strides_of(x):
+    a = x._alias
+    if a.__class__ is _View:
+        return _layout(a)
+    return 0, L.contiguous_strides(x._node.shape)
+
+
+def _mark(out, x, kind, args, linked=True):
+    """Make `out` (just recorded from x) a view of x's root; linked=False: detach()/.data."""
+    a = x._alias
+    nograd = not _state.enabled
+    if a.__class__ is _View:
+        root, parent = a.root, a
+        detached = not linked or a.detached
+        nograd = nograd or a.nograd
+    else:
+        root, parent, detached = x, None, not linked
+        if a is None:
+            x._alias = _Root()
+    ra = root._alias
+    views = ra.views
+    views.append(_ref(out))
+    if len(views) > ra.limit:
+        live = [r for r in views if r() is not None]
+        ra.views = live
+        ra.limit = max(16, 2 * len(live))
+    out._alias = _View(root, parent, kind, args, x._node.shape, out._node.shape, detached,
+                       nograd)
+    return out
+
+
+# ---- the view ops ---------------------------------------------------------------------------
+def _alias_of(x):
+    """A new tensor viewing all of x: PyTorch's view ops never return their input."""
+    return _mark(Tensor(x._node, x._edge if _state.enabled else None), x, "alias", ())
+
+
+def _reshape_view(out, x, op, copy_ok):
+    if out is x:
+        return _alias_of(x)
+    a = x._alias
+    if a.__class__ is _View:
+        off, st = _layout(a)
+        if L.view_strides(x._node.shape, st, out._node.shape) is None:
+            if copy_ok:
+                return out            # reshape of a non-viewable layout copies, as in PyTorch
+            raise RuntimeError(
+                f"{op}: view size is not compatible with input tensor's size and stride (at "
+                f"least one dimension spans across two contiguous subspaces): shape "
+                f"{tuple(x.shape)} with strides {st} can't be viewed as "
+                f"{tuple(out.shape)}. Use .reshape(...) instead.")
+    return _mark(out, x, "reshape", (out._node.shape,))
+
+
+def reshape(x, *shape):
+    return _reshape_view(F.reshape(x, *shape), x, "reshape", True)
+
+
+def view(x, *shape):
+    if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and \
+            not hasattr(shape[0], "__index__") and not hasattr(shape[0], "__len__"):
+        raise TypeError(f"view: expected a shape, got {shape[0]!r} (view(dtype) is not "
+                        "supported: use .to(dtype) for a converted copy)")
+    return _reshape_view(F.reshape(x, *shape), x, "view", False)
+
+
+def view_as(x, other):
+    return view(x, other._node.shape)
+
+
+def flatten(x, start_dim=0, end_dim=-1):
+    out = F.flatten(x, start_dim, end_dim)
+    return x if out is x else _reshape_view(out, x, "flatten", True)   # torch returns self too
+
+
+def unflatten(x, dim, sizes):
+    return _reshape_view(F.unflatten(x, dim, sizes), x, "unflatten", False)
+
+
+def squeeze(x, dim=None):
+    return _reshape_view(F.squeeze(x, dim), x, "squeeze", False)
+
+
+def unsqueeze(x, dim):
+    return _reshape_view(F.unsqueeze(x, dim), x, "unsqueeze", False)
+
+
+def permute(x, *dims):
+    if len(dims) == 1 and type(dims[0]) is not int:
+        dims = tuple(dims[0])
+    out = F.permute(x, dims)
+    if out is x:
+        return _alias_of(x)
+    nd = len(x._node.shape)
+    return _mark(out, x, "perm", (tuple(_norm_dim(d, nd, "permute") for d in dims),))
+
+
+transpose, t, mT, T = transpose_family(permute)
+swapaxes = swapdims = transpose
+
+
+def movedim(x, source, destination):
+    nd = x.ndim
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: source {src} and destination {dst} must have the same "
+                         "number of dims")
+    src = [_norm_dim(d, nd, "movedim") for d in src]
+    dst = [_norm_dim(d, nd, "movedim") for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"movedim: repeated dim in source {src} or destination {dst}")
+    order = [None] * nd
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(d for d in range(nd) if d not in src)
+    return permute(x, tuple(o if o is not None else next(rest) for o in order))
+
+
+moveaxis = movedim
+
+
+def _expand_view(out, x):
+    return _alias_of(x) if out is x else _mark(out, x, "expand", (out._node.shape,))
+
+
+def expand(x, *sizes):
+    return _expand_view(F.expand(x, *sizes), x)
+
+
+def expand_as(x, other):
+    return _expand_view(F.expand_as(x, other), x)
+
+
+def broadcast_to(x, shape):
+    return _expand_view(F.broadcast_to(x, shape), x)
+
+
+def _slice_view(out, x, d, start):
+    if out is x:
+        return _alias_of(x)
+    starts = [0] * len(x._node.shape)
+    starts[d] = start
+    return _mark(out, x, "slice", (tuple(starts), (1,) * len(starts)))
+
+
+def narrow(x, dim, start, length):
+    d = _norm_dim(dim, x.ndim, "narrow")
+    if isinstance(start, Tensor):       # an offset from a tensor: data, not program
+        s = int(start)
+        if s < 0:
+            s += x._node.shape[d]
+        if not 0 <= s <= x._node.shape[d] - length or length < 0:
+            raise IndexError(f"narrow: start ({s}) + length ({length}) exceeds dimension size "
+                             f"({x._node.shape[d]}) of dim {d} in shape {tuple(x.shape)}")
+        return getitem(x, (slice(None),) * d + (slice(start, s + length),))
+    if not isinstance(start, int):
+        start = int(start)
+    out = F.narrow(x, d, start, length)
+    return _slice_view(out, x, d, start + x._node.shape[d] if start < 0 else start)
+
+
+def select(x, dim, index):
+    d = _norm_dim(dim, x.ndim, "select")
+    n = x._node.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size "
+                         f"{tuple(x.shape)} at dimension {dim}")
+    return squeeze(narrow(x, d, index % n, 1), d)
+
+
+def split(x, split_size_or_sections, dim=0):
+    d = _norm_dim(dim, x.ndim, "split")
+    pieces = F.split(x, split_size_or_sections, d)
+    out, start = [], 0
+    for p in pieces:
+        out.append(_multi(_slice_view(p, x, d, start)))
+        start += p._node.shape[d]
+    return tuple(out)
+
+
+def _multi(v):
+    a = v._alias
+    if a.__class__ is _View:
+        a.multi = True
+    return v
+
+
+def chunk(x, chunks, dim=0):
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    n = x._node.shape[_norm_dim(dim, x.ndim, "chunk")]
+    return split(x, max(-(-n // chunks), 1), dim)
+
+
+def unbind(x, dim=0):
+    d = _norm_dim(dim, x.ndim, "unbind")
+    return tuple(_multi(select(x, d, i)) for i in range(x._node.shape[d]))
+
+
+def getitem(x, idx):
+    out, plan = F.getitem_plan(x, idx)
+    if plan is None:
+        return out                 # advanced indexing copies, as in PyTorch
+    if out is x:
+        return _alias_of(x)
+    return _mark(out, x, "basic", plan)
+
+
+def diagonal(x, offset=0, dim1=0, dim2=1):
+    nd = x.ndim
+    d1, d2 = _norm_dim(dim1, nd, "diagonal"), _norm_dim(dim2, nd, "diagonal")
+    if d1 == d2:
+        raise ValueError(f"diagonal: dimensions cannot be identical {dim1}, {dim2}")
+    shape = L.diagonal_shape(x._node.shape, offset, d1, d2)
+    off, st = L.diagonal_layout(0, L.contiguous_strides(x._node.shape), x._node.shape,
+                                offset, d1, d2)
+    return _mark(F._view_read(x, shape, off, st), x, "diag", (offset, d1, d2))
+
+
+def unfold(x, dimension, size, step):
+    shp = x._node.shape
+    d = _norm_dim(dimension, max(len(shp), 1), "unfold")
+    n = shp[d] if shp else 1
+    if size > n or size < 0:
+        raise RuntimeError(f"unfold: maximum size for tensor at dimension {d} is {n} but "
+                           f"size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"unfold: step is {step} but must be > 0")
+    if not shp:
+        return _mark(F.reshape(x, (size,)), x, "reshape", ((size,),))
+    shape = L.unfold_shape(shp, d, size, step)
+    off, st = L.unfold_layout(0, L.contiguous_strides(shp), d, step)
+    return _mark(F._view_read(x, shape, off, st), x, "unfold", (d, step))
+
+
+def as_strided(x, size, stride, storage_offset=None):
+    """PyTorch's as_strided: a view at an explicit layout of x's storage (its root)."""
+    size, stride = tuple(size), tuple(stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"as_strided: mismatch in length of strides {stride} and shape "
+                           f"{size}")
+    a = x._alias
+    src, linked = (a.root, a.grad) if a.__class__ is _View else (x, True)
+    off = _strides_of(x)[0] if storage_offset is None else storage_offset
+    n = L.numel(src._node.shape)
+    top = off + sum((s - 1) * k for s, k in zip(size, stride) if s > 0)
+    if off < 0 or any(k < 0 for k in stride) or (L.numel(size) and top >= n):
+        raise RuntimeError(f"as_strided: size {size}, stride {stride}, storage offset {off} "
+                           f"is out of bounds for storage of size {n}")
+    enabled = _state.enabled
+    _state.enabled = enabled and linked
+    try:
+        out = F._view_read(src, size, off, stride)
+    finally:
+        _state.enabled = enabled
+    return _mark(out, src, "strided", (off, stride), linked)
+
+
+def detach(x):
+    return _mark(Tensor(x._node), x, "alias", (), linked=False)
+
+
+def contiguous(x, memory_format=None):
+    a = x._alias
+    if a.__class__ is _View and not L.is_contiguous(x._node.shape, _layout(a)[1]):
+        return Tensor(x._node, x._edge)      # a copy: same value, no longer aliased
+    return x
+
+
+def is_contiguous(x, memory_format=None):
+    return L.is_contiguous(x._node.shape, _strides_of(x)[1])
+
+
+def stride(x, dim=None):
+    st = _strides_of(x)[1]
+    return st if dim is None else st[_norm_dim(dim, max(x.ndim, 1), "stride")]
+
+
+def storage_offset(x):
+    return _strides_of(x)[0]
+
+
+def version(x):
+    a = x._alias
+    if a.__class__ is _View:
+        a = a.root._alias
+    return 0 if a is None else a.version
+
+
+# ---- writes ---------------------------------------------------------------------------------
+def _note_undo(t, edge):
+    """Remember t's materialised node (weakly: its buffer stays donatable) so a failed sync
+    can put it back (executor._rollback)."""
+    old = t._node
+    if old.op is not _DATA_OP:
+        executor.commit_host_read(old)      # a value read on the host stays what was read
+    if old.op is _DATA_OP:
+        rt.local.undo.append((_ref(t), _ref(old), edge))
+
+
+def _check_leaf(t, opname):
+    if _state.enabled and isinstance(t._edge, AccumulateGrad):
+        raise RuntimeError(f"{opname}: a leaf Variable that requires grad is being used in an "
+                           "in-place operation (wrap it in flowlite.no_grad(), or write "
+                           "through .data)")
+
+
+_UNIFORM = ("fill_", "zero_")   # one value everywhere: PyTorch lets these write overlaps
+
+
+def write_view(t, a: _View, new, opname):
+    """t (a view) now holds `new`: write it into the root, then re-derive the root's views."""
+    _check_leaf(t, opname)
+    root = a.root
+    off, st = _layout(a)
+    if opname not in _UNIFORM and L.self_overlapping(a.shape, off, st):
+        if L.overlaps(a.shape, st):
+            raise RuntimeError(
+                f"{opname}: unsupported operation: more than one element of the written-to "
+                f"tensor refers to a single memory location (an expanded view of shape "
+                f"{tuple(t.shape)}, strides {st}). Please clone() the tensor before performing "
+                "the operation.")
+        # PyTorch lets these through and updates the shared elements once per alias, in its
+        # loop order; a functional write can't reproduce that order, so refuse rather than
+        # differ
+        raise RuntimeError(
+            f"{opname}: the written-to view of shape {tuple(t.shape)} (strides {st}) has "
+            "elements that share memory (overlapping unfold/as_strided windows); its in-place "
+            "result would depend on the write order, which flowlite does not reproduce. "
+            "clone() the view, or build the result out of place.")
+    enabled = _state.enabled
+    if enabled and a.nograd and not a.detached and root._edge is not None:
+        raise RuntimeError(f"{opname}: a view was created in no_grad mode and is being modified "
+                           "in-place with grad mode enabled; PyTorch forbids this ambiguous "
+                           "use: make the view and the write both inside no_grad(), or both "
+                           "outside")
+    linked = a.grad and enabled
+    if linked and a.multi and root._edge is not None:
+        raise RuntimeError(f"{opname}: this view is an output of split/chunk/unbind (a function "
+                           "returning multiple views) and is being modified in-place while "
+                           "its base requires grad; PyTorch forbids it: use an out-of-place op "
+                           "or clone() the view")
+    if linked and isinstance(root._edge, AccumulateGrad):
+        raise RuntimeError(f"{opname}: a view of a leaf Variable that requires grad is being "
+                           "used in an in-place operation (wrap it in flowlite.no_grad(), or "
+                           "write through .data)")
+    _state.enabled = linked
+    try:
+        base = F._view_write(root, new, off, st)
+    finally:
+        _state.enabled = enabled
+    _note_undo(root, root._edge)
+    if linked:
+        root._edge = base._edge
+    root._node = base._node
+    rt.local.pending.append(_ref(root))
+    refresh(root)
+    if not a.grad and enabled and new._edge is not None:
+        t._edge = new._edge      # like PyTorch: a write with history makes the view require grad
+
+
+def refresh(root):
+    """After root was rebound: bump its version and re-derive each live view from it."""
+    ra = root._alias
+    ra.version += 1
+    if not ra.views:
+        return
+    enabled = _state.enabled
+    pending = rt.local.pending
+    rshape = root._node.shape
+    live = []
+    try:
+        for r in ra.views:
+            v = r()
+            if v is None:
+                continue
+            a = v._alias
+            if a.__class__ is not _View or a.root is not root:
+                continue                  # detached from this root since (`.data = ...`)
+            live.append(r)
+            off, st = _layout(a)
+            if off == 0 and a.shape == rshape and L.is_contiguous(rshape, st):
+                v._node = root._node      # .data, detach(), a full view: the root's own node
+                if a.grad:
+                    v._edge = root._edge
+            else:
+                _state.enabled = a.grad
+                nv = F._view_read(root, a.shape, off, st)
+                v._node = nv._node
+                if a.grad:
+                    v._edge = nv._edge
+            pending.append(r)
+    finally:
+        _state.enabled = enabled
+    ra.views = live
+    ra.limit = max(16, 2 * len(live))
+
+
+def rebound(t) -> None:
+    """t (a root) was just given a new value by an update (optimizer step, replay, load):
+    its views must see it."""
+    a = t._alias
+    if a is not None:
+        if a.__class__ is _View:
+            t._alias = None           # a view given a value of its own is no longer aliased
+        else:
+            refresh(t)
+
+
+def orphan(t) -> None:
+    """`t.data = other`: t takes other's value; its views keep the old storage, as in
+    PyTorch, and t stops being a view."""
+    a = t._alias
+    if a is None:
+        return
+    if a.__class__ is _View:
+        t._alias = None
+        return
+    for r in a.views:
+        v = r()
+        if v is not None and v._alias.__class__ is _View and v._alias.root is t:
+            v._alias = None
+    t._alias = None
+
+
+def set_data(t, other):
+    if not isinstance(other, Tensor):
+        raise TypeError(f"data: expected a Tensor, got {type(other).__name__}")
+    orphan(t)
+    t._node = other._node
+    if t.is_pending:
+        rt.local.pending.append(_ref(t))
