@@ -664,196 +664,202 @@ def run_cartpole(args):
     return 0 if result.get("solved", True) else 1
 
 
-def run(args):
-    t_start = _PROCESS_START
-    import flowlite as fl
+class Training:
+    """One run's state: model, optimizer, schedule, data, the loss history and the timings.
+    `run` drives it: announce, train, evaluate, summarise."""
 
-    counters0 = fl.metrics.counters()
-    args.fl_device = select_device(args)
-    lm = args.model in LANGUAGE_MODELS
-    resumed = read_checkpoint(args) if args.resume is not None else None
-    ds = load_data(args)
-    fl.manual_seed(args.seed)
-    model = build_model(args, ds)
-    if args.precision == "bf16":
-        model.to(fl.bfloat16)
-    setup_devices(args, model)
-    opt = build_optimizer(args, model.parameters())
+    def __init__(self, args):
+        import flowlite as fl
+        self.fl, self.args = fl, args
+        args.fl_device = select_device(args)
+        self.lm = lm = args.model in LANGUAGE_MODELS
+        resumed = read_checkpoint(args) if args.resume is not None else None
+        self.ds = load_data(args)
+        fl.manual_seed(args.seed)
+        self.model = build_model(args, self.ds)
+        if args.precision == "bf16":
+            self.model.to(fl.bfloat16)
+        setup_devices(args, self.model)
+        self.opt = build_optimizer(args, self.model.parameters())
+        self.loader = make_loader(args, self.ds, lm)
+        self.total = args.steps if args.steps is not None else args.epochs * len(self.loader)
+        self.sched = build_scheduler(args, self.opt, self.total)
+        self.evaluator = Evaluator(args, self.ds, lm)
+        self.eval_every = args.eval_every or (len(self.loader) if not lm else 500)
+        self.history = {"loss": [], "acc": [], "evals": []}
+        self.step = 0
+        if resumed is not None:
+            self.step, self.history = restore(args, *resumed, self.model, self.opt, self.sched)
+        self.start_step = self.step
+        self.ckpt_dir = args.checkpoint_dir or os.path.join("checkpoints", args.model)
+        self.pending = []           # (loss, correct) tensors of steps not yet read on the host
+        self.eval_batches, self.eval_time = 0, 0.0
+        self.steady_time = 0.0
 
-    loader = make_loader(args, ds, lm)
-    total = args.steps if args.steps is not None else args.epochs * len(loader)
-    sched = build_scheduler(args, opt, total)
-    evaluator = Evaluator(args, ds, lm)
-    eval_every = args.eval_every or (len(loader) if not lm else 500)
+    def announce(self):
+        what = self.ds.describe() if not self.lm else repr(self.ds)
+        n_params = sum(p.numel() for p in self.model.parameters())
+        print(f"{self.args.model} ({n_params:,} parameters) on {what}; device "
+              f"{self.args.fl_device}; {self.total} steps of batch {self.args.batch_size}"
+              + (f"; resuming at step {self.step}" if self.step else ""), flush=True)
 
-    history = {"loss": [], "acc": [], "evals": []}
-    step = 0
-    if resumed is not None:
-        step, history = restore(args, *resumed, model, opt, sched)
-        del resumed
-
-    if not args.quiet:
-        what = ds.describe() if not lm else repr(ds)
-        n_params = sum(p.numel() for p in model.parameters())
-        print(f"{args.model} ({n_params:,} parameters) on {what}; device {args.fl_device}; "
-              f"{total} steps of batch {args.batch_size}"
-              + (f"; resuming at step {step}" if step else ""), flush=True)
-
-    def state_dict():
+    def state_dict(self):
+        h, n = self.history, len(self.loader)
         return {
-            "model": model.state_dict(),
-            "optimizer": opt.state_dict(),
-            "scheduler": sched.state_dict() if sched is not None else None,
-            "step": step,
-            "epoch": step // len(loader),
-            "batch_in_epoch": step % len(loader),
-            "rng": fl.get_rng_state(args.fl_device),
-            "history": {"loss": np.asarray(history["loss"], np.float32),
-                        "acc": np.asarray(history["acc"], np.float32),
-                        "evals": history["evals"]},
-            "run": {k: getattr(args, k) for k in RUN_KEYS},
+            "model": self.model.state_dict(),
+            "optimizer": self.opt.state_dict(),
+            "scheduler": self.sched.state_dict() if self.sched is not None else None,
+            "step": self.step,
+            "epoch": self.step // n,
+            "batch_in_epoch": self.step % n,
+            "rng": self.fl.get_rng_state(self.args.fl_device),
+            "history": {"loss": np.asarray(h["loss"], np.float32),
+                        "acc": np.asarray(h["acc"], np.float32), "evals": h["evals"]},
+            "run": {k: getattr(self.args, k) for k in RUN_KEYS},
         }
 
-    ckpt_dir = args.checkpoint_dir or os.path.join("checkpoints", args.model)
-    stop = {"requested": False}
+    def save(self):
+        return save_checkpoint(self.args, self.ckpt_dir, self.state_dict())
 
-    def on_sigint(signum, frame):
-        # Ctrl-C only raises a flag: the loop stops at the next step boundary, where every
-        # tensor is consistent, and saves a checkpoint. A second Ctrl-C stops at once.
-        if stop["requested"]:
-            raise KeyboardInterrupt
-        stop["requested"] = True
-        progress.write("Ctrl-C: stopping after this step and saving a checkpoint "
-                       "(Ctrl-C again to quit without saving)")
-
-    progress = Progress(args, step, total, lm)
-    pending = []              # (loss, correct) tensors of steps not yet read on the host
-    start_step = step
-    eval_batches = 0
-    eval_time = 0.0
-    batch_size = args.batch_size
-
-    def flush():
+    def flush(self):
         """Read the recorded losses: they were materialised by their step's own execution."""
-        for loss_t, correct_t in pending:
-            history["loss"].append(float(loss_t.item()))
-            history["acc"].append(float(correct_t.item()) / batch_size
-                                  if correct_t is not None else float("nan"))
-        pending.clear()
+        for loss_t, correct_t in self.pending:
+            self.history["loss"].append(float(loss_t.item()))
+            self.history["acc"].append(float(correct_t.item()) / self.args.batch_size
+                                       if correct_t is not None else float("nan"))
+        self.pending.clear()
 
-    def evaluate():
-        nonlocal eval_batches, eval_time
+    def evaluate(self):
         t = time.perf_counter()
-        result = evaluator(args, model)
-        eval_time += time.perf_counter() - t
-        eval_batches += len(evaluator.batches)
-        entry = {"step": step, **{k: v for k, v in result.items()
-                                  if isinstance(v, float)}}
-        history["evals"].append(entry)
+        result = self.evaluator(self.args, self.model)
+        self.eval_time += time.perf_counter() - t
+        self.eval_batches += len(self.evaluator.batches)
+        self.history["evals"].append({"step": self.step, **{
+            k: v for k, v in result.items() if isinstance(v, float)}})
         return result
 
-    def describe(result):
-        if lm:
+    def describe(self, result):
+        if self.lm:
             return (f"val loss {result['val_loss']:.4f} nats/char "
                     f"(perplexity {result['val_perplexity']:.2f})")
         return f"test accuracy {100 * result['test_accuracy']:.2f}%"
 
-    try:
-        previous_handler = signal.signal(signal.SIGINT, on_sigint)
-    except ValueError:          # not the main thread: no Ctrl-C handling
-        previous_handler = None
-    t_steady = None
-    last_ui = 0.0
-    result = None
-    interrupted = False
-    data_iter = batches_from(loader, step)
-    try:
-        model.train()
-        while step < total:
-            x, y = next(data_iter)
-            loss, correct = loss_and_metric(args, model, x, y, lm)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()                  # ONE executable: forward + backward + update
-            if sched is not None:
-                sched.step()            # new lr: data for the next step, no recompile
-            step += 1
-            pending.append((loss, correct))
-            if t_steady is None:        # the first step of a process includes its compile
-                t_steady = time.perf_counter()
-            now = time.perf_counter()
-            if now - last_ui > 0.25 or step == total:
-                flush()                 # reading values waits for the device: not every step
-                recent = history["acc"][-len(loader):]
-                progress.update(step, history["loss"][-1],
-                                None if lm else float(np.mean(recent)), force=step == total)
-                last_ui = now
-            if step % eval_every == 0 and step < total:
-                result = evaluate()
-                progress.write(f"step {step}: {describe(result)}")
-            if args.checkpoint_every and step % args.checkpoint_every == 0 and step < total:
-                flush()
-                save_checkpoint(args, ckpt_dir, state_dict())
-            if stop["requested"]:
-                interrupted = True
-                break
-    finally:
-        if previous_handler is not None:
-            signal.signal(signal.SIGINT, previous_handler)
-        progress.close()
-        data_iter.close()       # stops the loader's prefetch thread
-    flush()
-    fl.sync()
-    steady_time = time.perf_counter() - t_steady - eval_time if t_steady is not None else 0.0
+    def train(self) -> bool:
+        """The training loop, to the last step or a Ctrl-C; True when interrupted."""
+        args, stop = self.args, {"requested": False}
+        progress = Progress(args, self.step, self.total, self.lm)
 
-    if interrupted:
-        fl.sync()
-        path = save_checkpoint(args, ckpt_dir, state_dict())
-        print(f"interrupted at step {step}/{total}: checkpoint saved to {path}\n"
+        def on_sigint(signum, frame):
+            # Ctrl-C only raises a flag: the loop stops at the next step boundary, where every
+            # tensor is consistent, and saves a checkpoint. A second Ctrl-C stops at once.
+            if stop["requested"]:
+                raise KeyboardInterrupt
+            stop["requested"] = True
+            progress.write("Ctrl-C: stopping after this step and saving a checkpoint "
+                           "(Ctrl-C again to quit without saving)")
+
+        try:
+            previous_handler = signal.signal(signal.SIGINT, on_sigint)
+        except ValueError:          # not the main thread: no Ctrl-C handling
+            previous_handler = None
+        t_steady, last_ui, interrupted = None, 0.0, False
+        data_iter = batches_from(self.loader, self.step)
+        try:
+            self.model.train()
+            while self.step < self.total:
+                x, y = next(data_iter)
+                loss, correct = loss_and_metric(args, self.model, x, y, self.lm)
+                self.opt.zero_grad()
+                loss.backward()
+                self.opt.step()             # ONE executable: forward + backward + update
+                if self.sched is not None:
+                    self.sched.step()       # new lr: data for the next step, no recompile
+                self.step += 1
+                step = self.step
+                self.pending.append((loss, correct))
+                if t_steady is None:        # the first step of a process includes its compile
+                    t_steady = time.perf_counter()
+                now = time.perf_counter()
+                if now - last_ui > 0.25 or step == self.total:
+                    self.flush()            # reading values waits for the device: not every step
+                    recent = self.history["acc"][-len(self.loader):]
+                    progress.update(step, self.history["loss"][-1],
+                                    None if self.lm else float(np.mean(recent)),
+                                    force=step == self.total)
+                    last_ui = now
+                if step % self.eval_every == 0 and step < self.total:
+                    progress.write(f"step {step}: {self.describe(self.evaluate())}")
+                if args.checkpoint_every and step % args.checkpoint_every == 0 \
+                        and step < self.total:
+                    self.flush()
+                    self.save()
+                if stop["requested"]:
+                    interrupted = True
+                    break
+        finally:
+            if previous_handler is not None:
+                signal.signal(signal.SIGINT, previous_handler)
+            progress.close()
+            data_iter.close()       # stops the loader's prefetch thread
+        self.flush()
+        self.fl.sync()
+        if t_steady is not None:
+            self.steady_time = time.perf_counter() - t_steady - self.eval_time
+        return interrupted
+
+    def summary(self, result, counters0, counters, t_start):
+        args, lm, loss = self.args, self.lm, self.history["loss"]
+        steps_run = self.step - self.start_step
+        # Steady-state rate: every step after the first (which compiles), evaluation excluded.
+        steps_per_s = ((steps_run - 1) / self.steady_time
+                       if steps_run > 1 and self.steady_time > 0 else 0.0)
+        tail = loss[-min(len(loss), max(1, len(self.loader) if not lm else 50)):]
+        summary = {
+            "model": args.model, "data": args.data, "steps": self.step, "steps_run": steps_run,
+            "epochs": self.step / len(self.loader), "batch_size": args.batch_size, "lr": args.lr,
+            "optimizer": args.optimizer, "schedule": args.schedule,
+            "precision": args.precision, "device": str(args.fl_device), "seed": args.seed,
+            "train_loss": float(np.mean(tail)) if tail else float("nan"),
+            "seconds": time.perf_counter() - t_start, "steps_per_s": steps_per_s,
+            "compiles": counters["compiles"] - counters0["compiles"],
+            "executions": counters["executions"] - counters0["executions"],
+            "eval_batches": self.eval_batches, "losses": loss, "evals": self.history["evals"],
+        }
+        if lm:
+            summary.update(val_loss=result["val_loss"], val_perplexity=result["val_perplexity"],
+                           unigram_entropy=self.ds.unigram_entropy(),
+                           vocab_size=self.ds.vocab_size)
+        else:
+            summary.update(test_accuracy=result["test_accuracy"], test_loss=result["test_loss"])
+        return summary
+
+
+def run(args):
+    import flowlite as fl
+
+    counters0 = fl.metrics.counters()
+    t = Training(args)
+    if not args.quiet:
+        t.announce()
+    if t.train():
+        path = t.save()
+        print(f"interrupted at step {t.step}/{t.total}: checkpoint saved to {path}\n"
               f"resume with: python train.py {' '.join(_resume_argv(args, path))}",
               file=sys.stderr, flush=True)
         return 130
-
-    result = evaluate()
-    saved = None
-    if args.checkpoint_dir is not None:
-        saved = save_checkpoint(args, ckpt_dir, state_dict())
-
-    counters = fl.metrics.counters()
+    result = t.evaluate()
+    saved = t.save() if args.checkpoint_dir is not None else None
+    counters = fl.metrics.counters()        # sampling below is not the run's work
     if args.sample:
-        show_samples(args, model, ds, lm, result)
-    compiles = counters["compiles"] - counters0["compiles"]
-    executions = counters["executions"] - counters0["executions"]
-    seconds = time.perf_counter() - t_start
-    steps_run = step - start_step
-    # Steady-state rate: every step after the first (which compiles), evaluation excluded.
-    steps_per_s = (steps_run - 1) / steady_time if steps_run > 1 and steady_time > 0 else 0.0
-    tail = history["loss"][-min(len(history["loss"]), max(1, len(loader) if not lm else 50)):]
-    train_loss = float(np.mean(tail)) if tail else float("nan")
-
-    summary = {
-        "model": args.model, "data": args.data, "steps": step, "steps_run": steps_run,
-        "epochs": step / len(loader), "batch_size": args.batch_size, "lr": args.lr,
-        "optimizer": args.optimizer, "schedule": args.schedule, "precision": args.precision,
-        "device": str(args.fl_device), "seed": args.seed,
-        "train_loss": train_loss,
-        "seconds": seconds, "steps_per_s": steps_per_s,
-        "compiles": compiles, "executions": executions, "eval_batches": eval_batches,
-        "losses": history["loss"], "evals": history["evals"],
-    }
-    if lm:
-        summary.update(val_loss=result["val_loss"], val_perplexity=result["val_perplexity"],
-                       unigram_entropy=ds.unigram_entropy(), vocab_size=ds.vocab_size)
-    else:
-        summary.update(test_accuracy=result["test_accuracy"], test_loss=result["test_loss"])
+        show_samples(args, t.model, t.ds, t.lm, result)
+    summary = t.summary(result, counters0, counters, _PROCESS_START)
     if saved:
         summary["checkpoint"] = saved
-
-    print_summary(args, summary, lm)
+    print_summary(args, summary, t.lm)
     if args.metrics_json:
         write_json(args.metrics_json, summary)
     if args.plot:
-        plot(args.plot, summary, lm)
+        plot(args.plot, summary, t.lm)
     return 0
 
 
