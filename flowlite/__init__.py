@@ -63,7 +63,7 @@ from .engine import metrics
 from .frontend import random
 from .formats import serialization
 from . import autograd
-from .autograd import grad
+from .autograd import grad, inference_mode, is_inference_mode_enabled
 from . import debug
 from . import distributed
 from .debug import strict, eager, detect_anomaly
@@ -85,6 +85,7 @@ from . import nn, optim, data  # noqa: E402  (fl.nn, fl.optim, fl.data like torc
 # torch.cuda, torch.accelerator, torch.backends.cudnn (see flowlite.run for `import torch`)
 from .compat import utils, cuda, accelerator, backends, onnx, amp  # noqa: E402
 cuda.amp = amp      # torch.cuda.amp.GradScaler / autocast
+autocast = amp.autocast      # torch.autocast is torch.amp.autocast
 from .data import Generator  # noqa: E402
 
 # Lazy tracing allocates a few small objects per op; Python's full (generation-2) garbage

@@ -64,6 +64,7 @@ TORCH_MODULES = {
     "torch.backends.cuda": ".compat.backends.cuda",
     "torch.backends.mps": ".compat.backends.mps",
     "torch.autograd": ".autograd",
+    "torch.autograd.function": ".autograd",
     "torch.onnx": ".compat.onnx",   # importable; export raises (flowlite writes no ONNX)
     "torch.amp": ".compat.amp",     # autocast (no effect, says so), GradScaler
     "torch.cuda.amp": ".compat.amp",

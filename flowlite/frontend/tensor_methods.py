@@ -166,13 +166,19 @@ def _to_device(t, device):
 
 Tensor.to = _to
 Tensor.type_as = lambda self, other: F.to_dtype(self, other.dtype)
-Tensor.float = lambda self: F.to_dtype(self, D.float32)
-Tensor.double = lambda self: F.to_dtype(self, D.float64)
-Tensor.half = lambda self: F.to_dtype(self, D.float16)
-Tensor.bfloat16 = lambda self: F.to_dtype(self, D.bfloat16)
-Tensor.long = lambda self: F.to_dtype(self, D.int64)
-Tensor.int = lambda self: F.to_dtype(self, D.int32)
-Tensor.bool = lambda self: F.to_dtype(self, D.bool_)
+
+
+def _caster(dt):
+    def cast(self, memory_format=None):
+        return F.to_dtype(self, dt)
+    return cast
+
+
+# Tensor.float(), .byte(), ...: PyTorch's dtype shorthands
+for _name, _dt in (("float", D.float32), ("double", D.float64), ("half", D.float16),
+                   ("bfloat16", D.bfloat16), ("long", D.int64), ("int", D.int32),
+                   ("short", D.int16), ("char", D.int8), ("byte", D.uint8), ("bool", D.bool_)):
+    setattr(Tensor, _name, _caster(_dt))
 Tensor.cpu = lambda self: _to_device(self, "cpu")
 Tensor.cuda = lambda self, index=0: _to_device(self, f"gpu:{index}")
 Tensor.new_zeros = lambda self, *size, dtype=None, device=None: F.zeros(

@@ -64,7 +64,14 @@ def _convert_lower(a, x):
         return lax.platform_dependent(
             x, cpu=lambda x: x.astype(d),
             default=lambda x: lax.reduce_precision(x, *bits).astype(d))
+    if d in _NARROW_INTS and jnp.issubdtype(x.dtype, jnp.floating):
+        # PyTorch truncates to a wide integer first, then wraps (300.0 -> uint8 44, -2.0 ->
+        # 254); a direct convert would saturate
+        return x.astype(np.int32).astype(d)
     return x.astype(d)
+
+
+_NARROW_INTS = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.uint8))
 
 
 convert_p = pointwise("convert", _convert_lower, _convert_vjp)
