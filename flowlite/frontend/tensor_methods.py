@@ -1,13 +1,15 @@
 """Binds the front end onto Tensor: PyTorch-named methods, operators, in-place `*_`
 variants (which rebind the handle to a new node) and `backward`.
 
-Layer: frontend — imports backward, engine.device, engine.dtypes, ops, primitives, random,
-recording, tensor, views. The package imports it once, so every Tensor has its full API.
+Layer: frontend — imports backward, engine.device, engine.dtypes, engine.errors, ops,
+primitives, random, recording, tensor, views. The package imports it once, so every Tensor has
+its full API.
 """
 from __future__ import annotations
 
 import jax
 
+from ..engine.errors import ArgumentError, DTypeError
 from ..engine import dtypes as D
 from . import ops as F
 from . import primitives as P
@@ -41,7 +43,7 @@ def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs
 
 def _iter(self):
     if not self._node.shape:
-        raise TypeError("iteration over a 0-d tensor")
+        raise DTypeError("iteration over a 0-d tensor")
     return iter(V.unbind(self, 0))   # rows are views, as in PyTorch
 
 
@@ -127,7 +129,7 @@ def _to(self, *args, **kwargs):
     kwargs.pop("non_blocking", None)
     kwargs.pop("copy", None)
     if kwargs:
-        raise TypeError(f"to(): unexpected arguments {sorted(kwargs)}")
+        raise DTypeError(f"to(): unexpected arguments {sorted(kwargs)}")
     for a in args:
         if isinstance(a, Tensor):
             dtype, device = a.dtype, a.device
@@ -143,7 +145,7 @@ def _to(self, *args, **kwargs):
             except TypeError:
                 device = a
         elif a is not None:
-            raise TypeError(f"to(): unsupported argument {a!r}")
+            raise DTypeError(f"to(): unsupported argument {a!r}")
     out = self
     if device is not None:
         out = _to_device(out, device)
@@ -340,7 +342,7 @@ def _type(self, dtype=None, non_blocking=False):
     if isinstance(dtype, str):
         names = {"torch." + v: k for k, v in _TYPE_NAMES.items()}
         if dtype not in names:
-            raise ValueError(f"type(): invalid type {dtype!r}")
+            raise ArgumentError(f"type(): invalid type {dtype!r}")
         dtype = D.from_any(names[dtype])
     return F.to_dtype(self, dtype)
 
@@ -360,7 +362,7 @@ class _LegacyTensorType(type):
             # PyTorch leaves the memory uninitialised; flowlite's is zeros
             return F.zeros(args if args else (0,), dtype=cls.dtype, device=device)
         if len(args) != 1:
-            raise TypeError(f"{cls.__name__}(): expected a shape (ints) or one sequence / "
+            raise DTypeError(f"{cls.__name__}(): expected a shape (ints) or one sequence / "
                             f"array / tensor, got {len(args)} arguments")
         data = args[0]
         if isinstance(data, Tensor):

@@ -1,7 +1,7 @@
 """Views and write-through: PyTorch's aliasing on a functional graph.
 
-Layer: frontend — imports engine.executor, engine.ir, engine.layout, engine.runtime,
-engine.tape, ops, ops.shape, tensor.
+Layer: frontend — imports engine.errors, engine.executor, engine.ir, engine.layout,
+engine.runtime, engine.tape, ops, ops.shape, tensor.
 
 A view (basic indexing, `view`/`reshape` where the layout allows, `transpose`, `expand`,
 `narrow`, `split`, `diagonal`, `unfold`, `detach()`, `.data`, ...) is a new tensor whose
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import weakref
 
+from ..engine.errors import ArgumentError, DTypeError, IndexRangeError
 from ..engine import executor, ir, layout as L
 from . import ops as F
 from ..engine.runtime import rt
@@ -159,7 +160,7 @@ def reshape(x, *shape):
 def view(x, *shape):
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and \
             not hasattr(shape[0], "__index__") and not hasattr(shape[0], "__len__"):
-        raise TypeError(f"view: expected a shape, got {shape[0]!r} (view(dtype) is not "
+        raise DTypeError(f"view: expected a shape, got {shape[0]!r} (view(dtype) is not "
                         "supported: use .to(dtype) for a converted copy)")
     return _reshape_view(F.reshape(x, *shape), x, "view", False)
 
@@ -204,12 +205,12 @@ def movedim(x, source, destination):
     src = [source] if isinstance(source, int) else list(source)
     dst = [destination] if isinstance(destination, int) else list(destination)
     if len(src) != len(dst):
-        raise ValueError(f"movedim: source {src} and destination {dst} must have the same "
+        raise ArgumentError(f"movedim: source {src} and destination {dst} must have the same "
                          "number of dims")
     src = [_norm_dim(d, nd, "movedim") for d in src]
     dst = [_norm_dim(d, nd, "movedim") for d in dst]
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-        raise ValueError(f"movedim: repeated dim in source {src} or destination {dst}")
+        raise ArgumentError(f"movedim: repeated dim in source {src} or destination {dst}")
     order = [None] * nd
     for s, d in zip(src, dst):
         order[d] = s
@@ -251,7 +252,7 @@ def narrow(x, dim, start, length):
         if s < 0:
             s += x._node.shape[d]
         if not 0 <= s <= x._node.shape[d] - length or length < 0:
-            raise IndexError(f"narrow: start ({s}) + length ({length}) exceeds dimension size "
+            raise IndexRangeError(f"narrow: start ({s}) + length ({length}) exceeds dimension size "
                              f"({x._node.shape[d]}) of dim {d} in shape {tuple(x.shape)}")
         return getitem(x, (slice(None),) * d + (slice(start, s + length),))
     if not isinstance(start, int):
@@ -264,7 +265,7 @@ def select(x, dim, index):
     d = _norm_dim(dim, x.ndim, "select")
     n = x._node.shape[d]
     if not -n <= index < n:
-        raise IndexError(f"select(): index {index} out of range for tensor of size "
+        raise IndexRangeError(f"select(): index {index} out of range for tensor of size "
                          f"{tuple(x.shape)} at dimension {dim}")
     return squeeze(narrow(x, d, index % n, 1), d)
 
@@ -288,7 +289,7 @@ def _multi(v):
 
 def chunk(x, chunks, dim=0):
     if chunks <= 0:
-        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+        raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
     n = x._node.shape[_norm_dim(dim, x.ndim, "chunk")]
     return split(x, max(-(-n // chunks), 1), dim)
 
@@ -311,7 +312,7 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
     nd = x.ndim
     d1, d2 = _norm_dim(dim1, nd, "diagonal"), _norm_dim(dim2, nd, "diagonal")
     if d1 == d2:
-        raise ValueError(f"diagonal: dimensions cannot be identical {dim1}, {dim2}")
+        raise ArgumentError(f"diagonal: dimensions cannot be identical {dim1}, {dim2}")
     shape = L.diagonal_shape(x._node.shape, offset, d1, d2)
     off, st = L.diagonal_layout(0, L.contiguous_strides(x._node.shape), x._node.shape,
                                 offset, d1, d2)
@@ -526,7 +527,7 @@ def orphan(t) -> None:
 
 def set_data(t, other):
     if not isinstance(other, Tensor):
-        raise TypeError(f"data: expected a Tensor, got {type(other).__name__}")
+        raise DTypeError(f"data: expected a Tensor, got {type(other).__name__}")
     orphan(t)
     t._node = other._node
     if t.is_pending:

@@ -2,9 +2,10 @@
 broadcasting, the elementwise shape/dtype rules (`_unary`, `_binary`), dtype conversion,
 `broadcast_to`, devices and creation dtypes.
 
-Layer: frontend — imports engine.buckets, engine.device, engine.dtypes, engine.ir, engine.tape,
-ops._registry, tensor. The family's primitives (`<name>_p`) are declared here, beside the front
-end that records them: their gradient rules call the ops of this module and of those before it.
+Layer: frontend — imports engine.buckets, engine.device, engine.dtypes, engine.errors,
+engine.ir, engine.tape, ops._registry, tensor. The family's primitives (`<name>_p`) are declared
+here, beside the front end that records them: their gradient rules call the ops of this module
+and of those before it.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import math
 
 import numpy as np
 
+from ...engine.errors import ArgumentError, DTypeError
 from ...engine import dtypes as D
 from ...engine import ir
 from ..tensor import Tensor, apply, tensor, from_numpy, Size
@@ -233,7 +235,7 @@ def broadcast_shapes(*shapes, op="broadcast_shapes"):
                 size = d
             elif d != size:
                 shown = " and ".join(str(tuple(s)) for s in shapes)
-                raise ValueError(f"{op}: shapes {shown} cannot be broadcast together "
+                raise ArgumentError(f"{op}: shapes {shown} cannot be broadcast together "
                                  f"(dimension {i - ndim}: {size} vs {d})")
         out.append(size)
     r = tuple(out)
@@ -252,7 +254,7 @@ def _binary(prim, x, y, result="promote"):
             x = _scalar(x, _scalar_result(nd, x)) if isinstance(x, _scalar_types) else \
                 as_tensor(x)
         else:
-            raise TypeError(f"{prim.name}: expected a Tensor")
+            raise DTypeError(f"{prim.name}: expected a Tensor")
     nx = x._node
     if type(y) is Tensor or isinstance(y, Tensor):
         ny = y._node
@@ -265,7 +267,7 @@ def _binary(prim, x, y, result="promote"):
         ny = y._node
     else:
         if y is None:
-            raise TypeError(f"{prim.name}: unsupported operand None")
+            raise DTypeError(f"{prim.name}: unsupported operand None")
         y = as_tensor(y, device=x.device)
         ny = y._node
         dt = _promote(nx.dtype, ny.dtype)
@@ -312,10 +314,10 @@ def broadcast_to(x, shape):
     try:
         r = broadcast_shapes(x._node.shape, shape, op="broadcast_to")
     except ValueError:
-        raise ValueError(f"broadcast_to: the tensor of shape {tuple(x.shape)} can't be "
+        raise ArgumentError(f"broadcast_to: the tensor of shape {tuple(x.shape)} can't be "
                          f"expanded to {shape}") from None
     if r != shape:
-        raise ValueError(f"broadcast_to: the tensor of shape {tuple(x.shape)} can't be expanded "
+        raise ArgumentError(f"broadcast_to: the tensor of shape {tuple(x.shape)} can't be expanded "
                          f"to {shape}")
     return apply(broadcast_to_p, (x,), (shape,), shape, x._node.dtype)
 

@@ -1,8 +1,9 @@
 """Creating tensors: `full`, `zeros`, `ones`, `*_like`, `arange`, `linspace`, `eye`.
 
-Layer: frontend — imports engine.buckets, engine.dtypes, linspace_values, ops._core,
-ops._registry, tensor. The family's primitives (`<name>_p`) are declared here, beside the front
-end that records them: their gradient rules call the ops of this module and of those before it.
+Layer: frontend — imports engine.buckets, engine.dtypes, engine.errors, linspace_values,
+ops._core, ops._registry, tensor. The family's primitives (`<name>_p`) are declared here, beside
+the front end that records them: their gradient rules call the ops of this module and of those
+before it.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ...engine.errors import ArgumentError
 from ...engine import buckets as B, dtypes as D
 from ..tensor import apply, Size, Tensor
 from ..linspace_values import linspace_values
@@ -156,7 +158,7 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False):
         size = (size,)
     shape = tuple(builtins.int(s) for s in size)
     if builtins.any(s < 0 for s in shape):
-        raise ValueError(f"full: negative dimension in size {shape}")
+        raise ArgumentError(f"full: negative dimension in size {shape}")
     d = _creation_dtype(dtype, fill_value)
     dev = _dev(device)
     if isinstance(fill_value, Tensor):
@@ -220,7 +222,10 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     if end is None:
         start, end = 0, start
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise ArgumentError("arange: step must be nonzero")
+    if (end - start) * step < 0:
+        raise ArgumentError(f"arange: upper bound and lower bound inconsistent with step sign "
+                            f"(start={start}, end={end}, step={step})")
     vals = (start, end, step)
     if dtype is None:
         d = D.default_float() if builtins.any(isinstance(v, float) for v in vals) \
@@ -253,6 +258,8 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
 @torch_op(method=False)
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     m = n if m is None else m
+    if n < 0 or m < 0:
+        raise ArgumentError(f"eye: n and m must be greater or equal to 0, got n={n}, m={m}")
     d = _creation_dtype(dtype)
     out = apply(eye_p, (), (builtins.int(n), builtins.int(m), d), (n, m), d)
     out._node.device = _dev(device)

@@ -1,8 +1,8 @@
 """Elementwise ops: arithmetic, comparisons, logic, unary math, `clamp`, `where`.
 
-Layer: frontend — imports checks, engine.dtypes, engine.ir, ops._core, ops._registry, tensor.
-The family's primitives (`<name>_p`) are declared here, beside the front end that records them:
-their gradient rules call the ops of this module and of those before it.
+Layer: frontend — imports checks, engine.dtypes, engine.errors, engine.ir, ops._core,
+ops._registry, tensor. The family's primitives (`<name>_p`) are declared here, beside the front
+end that records them: their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ...engine.errors import ArgumentError, DTypeError, UnsupportedError
 from ...engine import dtypes as D, ir
 from ..checks import IntegerDivisionByZeroError, nonzero_divisor
 from ..tensor import apply, Tensor
@@ -363,7 +364,7 @@ def atan2(x, y):
 def pow(x, y):  # noqa: A001 - PyTorch name
     if isinstance(x, Tensor) and isinstance(y, (int, np.integer)) and not isinstance(y, bool) \
             and y < 0 and x.dtype.kind in "biu":
-        raise ValueError(f"pow: integers to negative integer powers are not allowed "
+        raise ArgumentError(f"pow: integers to negative integer powers are not allowed "
                          f"({x.dtype} tensor of shape {tuple(x.shape)} ** {y})")
     if isinstance(x, Tensor) and isinstance(y, (int, np.integer)) and not isinstance(y, bool) \
             and -16 <= y <= 16:
@@ -426,7 +427,7 @@ def _logical(prim, name, x, y):
     yd = y.dtype if isinstance(y, Tensor) else None
     for d in (xd, yd):
         if d is not None and d.kind == "f":
-            raise TypeError(f"{name}: not supported for floating-point tensors ({d}); "
+            raise UnsupportedError(f"{name}: not supported for floating-point tensors ({d}); "
                             "use bool or integer tensors")
     return _binary(prim, x, y)
 
@@ -454,14 +455,15 @@ def logical_not(x):
 @torch_op(inplace=True)
 def bitwise_not(x):
     if x.dtype.kind == "f":
-        raise TypeError(f"bitwise_not (~): not supported for floating-point tensors ({x.dtype})")
+        raise UnsupportedError(f"bitwise_not (~): not supported for floating-point tensors "
+                               f"({x.dtype})")
     return apply(logical_not_p, (x,), (), x._node.shape, x._node.dtype)
 
 
 @torch_op(inplace=True)
 def neg(x):
     if x.dtype is D.bool_:
-        raise TypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
+        raise DTypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
                         "use `~` or logical_not()")
     return _unary(neg_p, x)
 
@@ -547,7 +549,7 @@ def isinf(x):
 @torch_op(inplace=True, aliases=("clip",))
 def clamp(x, min=None, max=None):  # noqa: A002
     if min is None and max is None:
-        raise ValueError("clamp: at least one of 'min' or 'max' must not be None")
+        raise ArgumentError("clamp: at least one of 'min' or 'max' must not be None")
     # where, not maximum/minimum: like PyTorch, a value at a bound keeps its full gradient
     if min is not None:
         x = where(lt(x, min), min, x)
@@ -597,7 +599,7 @@ def lerp(x, end, weight):
     """x + weight * (end - x), evaluated as PyTorch does: from `end` when |weight| >= 0.5
     (so lerp(a, b, 1) == b exactly); weight a Python number or a tensor."""
     if not isinstance(x, Tensor) or not isinstance(end, Tensor):
-        raise TypeError("lerp(): input and end must be tensors")
+        raise DTypeError("lerp(): input and end must be tensors")
     if x.dtype.kind != "f" or end.dtype is not x.dtype:
         raise RuntimeError(f"lerp(): expected input and end to be floating tensors of one dtype, "
                            f"got {x.dtype} and {end.dtype}")
@@ -620,7 +622,7 @@ def _shift(prim, name, x, y):
         d = v.dtype if isinstance(v, Tensor) else None
         if (d is not None and d.kind == "f") or isinstance(v, float):
             shown = d if d is not None else "float"
-            raise TypeError(f"{name}: not implemented for floating-point operands ({shown}); "
+            raise UnsupportedError(f"{name}: not implemented for floating-point operands ({shown}); "
                             "shifts need integer tensors")
     return _binary(prim, x, y)
 
@@ -653,7 +655,7 @@ def hypot(x, other):
     """sqrt(x**2 + other**2) elementwise, without overflow for large operands (PyTorch's
     torch.hypot); float tensors, broadcast and promoted together."""
     if not isinstance(x, Tensor):
-        raise TypeError(f"hypot(): argument 'input' must be Tensor, not {type(x).__name__}")
+        raise DTypeError(f"hypot(): argument 'input' must be Tensor, not {type(x).__name__}")
     y = other if isinstance(other, Tensor) else _lift(other, x)
     if x.dtype.kind != "f" and y.dtype.kind != "f":
         raise NotImplementedError(f"hypot(): not implemented for integer or bool operands "

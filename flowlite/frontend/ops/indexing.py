@@ -1,10 +1,10 @@
 """Indexing: `getitem`/`setitem`, gather/scatter, index_select/index_add/index_put,
 masked_fill, one_hot.
 
-Layer: frontend — imports checks, engine.buckets, engine.dtypes, engine.ir, ops._core,
-ops._registry, ops.creation, ops.elementwise, ops.reduction, ops.shape, tensor. The family's
-primitives (`<name>_p`) are declared here, beside the front end that records them: their
-gradient rules call the ops of this module and of those before it.
+Layer: frontend — imports checks, engine.buckets, engine.dtypes, engine.errors, engine.ir,
+ops._core, ops._registry, ops.creation, ops.elementwise, ops.reduction, ops.shape, tensor. The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import builtins
 
 import numpy as np
 
+from ...engine.errors import ArgumentError, DTypeError, IndexRangeError, IndexShapeError
 from ...engine import buckets as B, dtypes as D
 from ...engine.ir import DATA as _DATA, scalar_node as _scalar_node
 from ..checks import index_in_range
@@ -113,9 +114,9 @@ def _parse_index(x, idx):
                                                       D.bool_) or (isinstance(i, np.ndarray)
                                                                    and i.dtype == bool))
     if builtins.sum(1 for i in idx if i is Ellipsis) > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise IndexRangeError("an index can only have a single ellipsis ('...')")
     if n_consumed > len(shp):
-        raise IndexError(f"too many indices for tensor of dimension {len(shp)} "
+        raise IndexRangeError(f"too many indices for tensor of dimension {len(shp)} "
                          f"(shape {tuple(shp)}, index {idx!r})")
     dim = 0
     for it in idx:
@@ -129,17 +130,17 @@ def _parse_index(x, idx):
             start, stop, step = it.start, it.stop, it.step
             step = 1 if step is None else builtins.int(step)
             if step <= 0:
-                raise ValueError(f"index: slice step must be positive (got {step})")
+                raise ArgumentError(f"index: slice step must be positive (got {step})")
             s, e, k = slice(start, stop, step).indices(size)
             items.append(("s", s, builtins.max(e, s), k))
             dim += 1
         elif isinstance(it, (bool, np.bool_)):
-            raise IndexError("indexing with a Python bool is not supported")
+            raise IndexRangeError("indexing with a Python bool is not supported")
         elif isinstance(it, (int, np.integer)):
             size = shp[dim]
             i = builtins.int(it)
             if not -size <= i < size:
-                raise IndexError(f"index {i} is out of bounds for dimension {dim} with size "
+                raise IndexRangeError(f"index {i} is out of bounds for dimension {dim} with size "
                                  f"{size}")
             items.append(("i", i + size if i < 0 else i))
             dim += 1
@@ -148,14 +149,14 @@ def _parse_index(x, idx):
             if not isinstance(t, Tensor):
                 arr = np.asarray(t)
                 if arr.dtype == object or arr.dtype.kind not in "biu":
-                    raise IndexError(f"index: tensors used as indices must be long, int or bool "
+                    raise IndexRangeError(f"index: tensors used as indices must be long, int or bool "
                                      f"(got {arr.dtype} from {type(it).__name__})")
                 t = from_numpy(arr if arr.dtype == bool else arr.astype(np.int64),
                                device=x.device)
             if t.dtype is D.bool_:
                 mask = t.numpy()
                 if mask.shape != tuple(shp[dim:dim + mask.ndim]):
-                    raise IndexError(f"index: the shape of the mask {mask.shape} does not match "
+                    raise IndexRangeError(f"index: the shape of the mask {mask.shape} does not match "
                                      f"the shape of the indexed tensor {tuple(shp)} at dim {dim}")
                 for nz in np.nonzero(mask):
                     items.append(("t",))
@@ -164,7 +165,7 @@ def _parse_index(x, idx):
                 basic = False
                 continue
             if t.dtype.kind not in "iu":
-                raise IndexError(f"index: tensors used as indices must be long, int or bool "
+                raise IndexRangeError(f"index: tensors used as indices must be long, int or bool "
                                  f"tensors (got {t.dtype})")
             items.append(("t",))
             tensors.append(t)
@@ -395,7 +396,7 @@ def _put(x, spec, tensors, v, accumulate):
     try:
         broadcast_to(v, target._node.shape)
     except ValueError:
-        raise ValueError(f"setitem: value of shape {tuple(v.shape)} cannot be broadcast to the "
+        raise ArgumentError(f"setitem: value of shape {tuple(v.shape)} cannot be broadcast to the "
                          f"indexed shape {tuple(target.shape)}") from None
     out = _index_add(x, spec, tensors, v) if accumulate else _index_set(x, spec, tensors, v)
     if tensors:
@@ -411,7 +412,7 @@ def _check_index_tensor(index, op):
     if not isinstance(index, Tensor):
         index = as_tensor(index)
     if index.dtype.kind not in "iu":
-        raise TypeError(f"{op}(): Expected dtype int64 (or int32) for index, got {index.dtype}")
+        raise DTypeError(f"{op}(): Expected dtype int64 (or int32) for index, got {index.dtype}")
     return index
 
 
@@ -420,11 +421,11 @@ def gather(x, dim, index):
     index = _check_index_tensor(index, "gather")
     d = _norm_dim(dim, x.ndim, "gather")
     if index.ndim != x.ndim:
-        raise ValueError(f"gather: index tensor must have the same number of dimensions as the "
+        raise ArgumentError(f"gather: index tensor must have the same number of dimensions as the "
                          f"input (index {tuple(index.shape)}, input {tuple(x.shape)})")
     for i, (a, b) in enumerate(zip(index._node.shape, x._node.shape)):
         if i != d and a > b:
-            raise ValueError(f"gather: size of index {tuple(index.shape)} exceeds the input "
+            raise ArgumentError(f"gather: size of index {tuple(index.shape)} exceeds the input "
                              f"{tuple(x.shape)} at dimension {i}")
     out = _take_along_prim(x, index, d)
     index_in_range(index, x._node.shape[d], "gather", dim=d, shape=x._node.shape, out=out)
@@ -464,11 +465,11 @@ def _scatter_args(x, dim, index, src, op):
         src = broadcast_to(as_tensor(src, dtype=x.dtype), index._node.shape)
     src = to_dtype(src, x.dtype)
     if index.ndim != x.ndim or src.ndim != x.ndim:
-        raise ValueError(f"{op}: index {tuple(index.shape)}, src {tuple(src.shape)} and self "
+        raise ArgumentError(f"{op}: index {tuple(index.shape)}, src {tuple(src.shape)} and self "
                          f"{tuple(x.shape)} must have the same number of dimensions")
     for i in range(x.ndim):
         if index.shape[i] > src.shape[i] or (i != d and index.shape[i] > x.shape[i]):
-            raise ValueError(f"{op}: index {tuple(index.shape)} is larger than src "
+            raise ArgumentError(f"{op}: index {tuple(index.shape)} is larger than src "
                              f"{tuple(src.shape)} or self {tuple(x.shape)} at dimension {i}")
     return index, d, src
 
@@ -489,7 +490,7 @@ def scatter(x, dim, index, src=None, value=None, reduce=None):
         return _checked_scatter(apply(scatter_mul_p, (x, index, src), (d,), x._node.shape,
                                       x._node.dtype), x, index, d, "scatter")
     if reduce is not None:
-        raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
+        raise ArgumentError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
     return _checked_scatter(_scatter_prim(x, index, src, d), x, index, d, "scatter")
 
 
@@ -503,7 +504,7 @@ def scatter_add(x, dim, index, src):
 def index_select(x, dim, index):
     index = _check_index_tensor(index, "index_select")
     if index.ndim > 1:
-        raise ValueError(f"index_select: index must be 1-D or 0-D (got shape "
+        raise IndexShapeError(f"index_select: index must be 1-D or 0-D (got shape "
                          f"{tuple(index.shape)})")
     d = _norm_dim(dim, x.ndim, "index_select")
     flat = reshape(index, (-1,))
@@ -540,7 +541,7 @@ def take(x, index):
 def _dim_spec(x, dim, index, op):
     index = _check_index_tensor(index, op)
     if index.ndim > 1:
-        raise ValueError(f"{op}: index must be 1-D or 0-D (got shape {tuple(index.shape)})")
+        raise IndexShapeError(f"{op}: index must be 1-D or 0-D (got shape {tuple(index.shape)})")
     d = _norm_dim(dim, x.ndim, op)
     return d, reshape(index, (-1,)), tuple(("s", 0, s, 1) for s in x._node.shape[:d]) + \
         (("t",),)
@@ -552,7 +553,7 @@ def index_fill(x, dim, index, value):
     d, flat, spec = _dim_spec(x, dim, index, "index_fill")
     if isinstance(value, Tensor):
         if value.ndim:
-            raise ValueError(f"index_fill: only supports a 0-dimensional value tensor, got "
+            raise ArgumentError(f"index_fill: only supports a 0-dimensional value tensor, got "
                              f"shape {tuple(value.shape)}")
         v = to_dtype(value, x.dtype)
     else:
@@ -569,7 +570,7 @@ def index_copy(x, dim, index, source):
     d, flat, spec = _dim_spec(x, dim, index, "index_copy")
     want = x._node.shape[:d] + (flat._node.shape[0],) + x._node.shape[d + 1:]
     if tuple(source.shape) != want:
-        raise ValueError(f"index_copy: source shape {tuple(source.shape)} must be {want} "
+        raise ArgumentError(f"index_copy: source shape {tuple(source.shape)} must be {want} "
                          f"(self {tuple(x.shape)}, dim {d}, {flat._node.shape[0]} indices)")
     out = _index_set(x, spec, (flat,), to_dtype(source, x.dtype))
     index_in_range(flat, x._node.shape[d], "index_copy", dim=d, shape=x._node.shape, out=out)
@@ -581,7 +582,7 @@ def masked_fill(x, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype is not D.bool_:
         got = f"{mask.dtype} tensor of shape {tuple(mask.shape)}" if isinstance(mask, Tensor) \
             else type(mask).__name__
-        raise TypeError(f"masked_fill: expected a bool mask tensor, got a {got}")
+        raise DTypeError(f"masked_fill: expected a bool mask tensor, got a {got}")
     broadcast_shapes(x._node.shape, mask._node.shape, op="masked_fill")
     if isinstance(value, Tensor):
         value = to_dtype(value, x.dtype)
@@ -594,7 +595,7 @@ def masked_fill(x, mask, value):
 @torch_op(method=False)
 def one_hot(x, num_classes=-1):
     if x.dtype.kind not in "iu":
-        raise TypeError(f"one_hot is only applicable to index tensors (got {x.dtype})")
+        raise DTypeError(f"one_hot is only applicable to index tensors (got {x.dtype})")
     if num_classes < 0:
         num_classes = builtins.int(amax(x).item()) + 1 if x.numel() else 0
     classes = arange(num_classes, device=x.device, dtype=x.dtype)

@@ -1,9 +1,9 @@
 """Linear algebra: matmul/bmm/mm, dot, outer, einsum.
 
-Layer: frontend — imports engine.buckets, engine.matmul_precision, ops._core, ops._registry,
-ops.elementwise, ops.shape, tensor. The family's primitives (`<name>_p`) are declared here,
-beside the front end that records them: their gradient rules call the ops of this module and of
-those before it.
+Layer: frontend — imports engine.buckets, engine.errors, engine.matmul_precision, ops._core,
+ops._registry, ops.elementwise, ops.shape, tensor. The family's primitives (`<name>_p`) are
+declared here, beside the front end that records them: their gradient rules call the ops of this
+module and of those before it.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import collections
 
 import jax.numpy as jnp
 
+from ...engine.errors import ArgumentError, DTypeError
 from ...engine import buckets as B
 from ..tensor import apply, Tensor
 from ...engine.matmul_precision import for_operands as _precision
@@ -62,7 +63,7 @@ einsum_p = prim("einsum", lambda a, *xs: jnp.einsum(a[0], *xs, precision=_precis
 @torch_op(aliases=("mm",))
 def matmul(a, b):
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
-        raise TypeError("matmul: both arguments must be tensors")
+        raise DTypeError("matmul: both arguments must be tensors")
     sa, sb = a._node.shape, b._node.shape
     if not sa or not sb:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
@@ -72,7 +73,7 @@ def matmul(a, b):
     kb = sb[-2] if len(sb) >= 2 else sb[0]
     if ka != kb:
         kb_dim = builtins.max(len(sb) - 2, 0)
-        raise ValueError(f"matmul: shapes {tuple(sa)} and {tuple(sb)} are not aligned "
+        raise ArgumentError(f"matmul: shapes {tuple(sa)} and {tuple(sb)} are not aligned "
                          f"({ka} (dim {len(sa) - 1}) != {kb} (dim {kb_dim}))")
     dt = a.dtype if a.dtype is b.dtype else _promote(a.dtype, b.dtype)
     if a.dtype is not dt:
@@ -91,7 +92,7 @@ def matmul(a, b):
         batch = broadcast_shapes(sa[:-2], sb[:-2], op="matmul") if len(sa) > 2 or \
             len(sb) > 2 else ()
     except ValueError:
-        raise ValueError(f"matmul: batch dimensions of shapes {tuple(a.shape)} and "
+        raise ArgumentError(f"matmul: batch dimensions of shapes {tuple(a.shape)} and "
                          f"{tuple(b.shape)} cannot be broadcast together") from None
     shape = batch + (sa[-2], sb[-1])
     out = apply(matmul_p, (a, b), (), shape, dt)
@@ -104,10 +105,10 @@ def matmul(a, b):
 @torch_op
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
-        raise ValueError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and "
+        raise ArgumentError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and "
                          f"{tuple(b.shape)}")
     if a.shape[0] != b.shape[0]:
-        raise ValueError(f"bmm: batch sizes differ: {tuple(a.shape)} and {tuple(b.shape)}")
+        raise ArgumentError(f"bmm: batch sizes differ: {tuple(a.shape)} and {tuple(b.shape)}")
     return matmul(a, b)
 
 
@@ -116,13 +117,18 @@ def bmm(a, b):
 @torch_op
 def dot(a, b):
     if a.ndim != 1 or b.ndim != 1:
-        raise ValueError(f"dot: 1D tensors expected, but got shapes {tuple(a.shape)} and "
+        raise ArgumentError(f"dot: 1D tensors expected, but got shapes {tuple(a.shape)} and "
                          f"{tuple(b.shape)}")
     return matmul(a, b)
 
 
 @torch_op
 def outer(a, b):
+    for name, t in (("self", a), ("vec2", b)):
+        if as_tensor(t).ndim != 1:
+            raise ArgumentError(f"outer: expected 1-D argument {name}, but got "
+                                f"{as_tensor(t).ndim}-D (shapes {tuple(as_tensor(a).shape)} and "
+                                f"{tuple(as_tensor(b).shape)})")
     return mul(unsqueeze(a, 1), unsqueeze(b, 0))
 
 
@@ -134,7 +140,7 @@ def _explicit_einsum(eq, operands):
         ins, out = eq, None
     specs = ins.split(",")
     if len(specs) != len(operands):
-        raise ValueError(f"einsum: equation {eq!r} names {len(specs)} operands but "
+        raise ArgumentError(f"einsum: equation {eq!r} names {len(specs)} operands but "
                          f"{len(operands)} were given")
     used = set(c for c in eq if c.isalpha())
     free = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used]
@@ -147,10 +153,10 @@ def _explicit_einsum(eq, operands):
                 ell = "".join(free[:n]) if ell is None or len(ell) < n else ell
             s = s.replace("...", ell[len(ell) - n:] if n else "")
         if len(s) != t.ndim:
-            raise ValueError(f"einsum: operand spec {s!r} has {len(s)} indices but the operand "
+            raise ArgumentError(f"einsum: operand spec {s!r} has {len(s)} indices but the operand "
                              f"has shape {tuple(t.shape)}")
         if len(set(s)) != len(s):
-            raise ValueError(f"einsum: repeated index in {s!r} (diagonals) is not supported")
+            raise ArgumentError(f"einsum: repeated index in {s!r} (diagonals) is not supported")
         new_specs.append(s)
     if out is None:
         counts = collections.Counter("".join(new_specs))
@@ -162,7 +168,7 @@ def _explicit_einsum(eq, operands):
     for s, t in zip(new_specs, operands):
         for c, n in zip(s, t.shape):
             if c in sizes and sizes[c] != n and 1 not in (sizes[c], n):
-                raise ValueError(f"einsum: index {c!r} has sizes {sizes[c]} and {n} in "
+                raise ArgumentError(f"einsum: index {c!r} has sizes {sizes[c]} and {n} in "
                                  f"{eq!r} (shapes {[tuple(o.shape) for o in operands]})")
             sizes[c] = builtins.max(sizes.get(c, 1), n)
     operands = [broadcast_to(t, tuple(sizes[c] for c in s)) for s, t in zip(new_specs, operands)]

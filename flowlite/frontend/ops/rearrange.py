@@ -1,10 +1,10 @@
 """Rearranging ops built from slices, gathers and broadcasts: roll, repeat_interleave,
 meshgrid.
 
-Layer: frontend — imports engine.dtypes, ops._core, ops._registry, ops.creation, ops.indexing,
-ops.reduction, ops.shape, ops.sorting, tensor. The family's primitives (`<name>_p`) are declared
-here, beside the front end that records them: their gradient rules call the ops of this module
-and of those before it.
+Layer: frontend — imports engine.dtypes, engine.errors, ops._core, ops._registry, ops.creation,
+ops.indexing, ops.reduction, ops.shape, ops.sorting, tensor. The family's primitives
+(`<name>_p`) are declared here, beside the front end that records them: their gradient rules
+call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from ...engine.errors import ArgumentError
 from ...engine import dtypes as D
 from ..tensor import _norm_dim, apply, from_numpy, Tensor
 from .sorting import searchsorted_p
@@ -124,7 +125,7 @@ def meshgrid(*tensors, indexing=None):
                       UserWarning, stacklevel=2)
         indexing = "ij"
     if indexing not in ("ij", "xy"):
-        raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+        raise ArgumentError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
     if not tensors:
         raise RuntimeError("meshgrid expects a non-empty TensorList")
     for t in tensors:

@@ -1,10 +1,10 @@
 """Reductions: sum, mean, max/min (with indices), argmax, prod, var/std, logsumexp,
 cumsum/cumprod, norm, all/any.
 
-Layer: frontend — imports engine.buckets, engine.dtypes, ops._core, ops._registry, ops.creation,
-ops.elementwise, ops.shape, tensor. The family's primitives (`<name>_p`) are declared here,
-beside the front end that records them: their gradient rules call the ops of this module and of
-those before it.
+Layer: frontend — imports engine.buckets, engine.dtypes, engine.errors, ops._core,
+ops._registry, ops.creation, ops.elementwise, ops.shape, tensor. The family's primitives
+(`<name>_p`) are declared here, beside the front end that records them: their gradient rules
+call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ...engine.errors import DTypeError
 from ...engine import buckets as B, dtypes as D
 from ..tensor import _norm_dim, apply, Tensor
 from ._core import _expand_back, full_p, nondiff, prim, reduce_sum_p, to_dtype
@@ -196,7 +197,7 @@ def mean(x, dim=None, keepdim=False, dtype=None):
     if dtype is not None:
         x = to_dtype(x, dtype)
     if x.dtype.kind != "f":
-        raise TypeError(f"mean(): could not infer output dtype. Input dtype must be floating "
+        raise DTypeError(f"mean(): could not infer output dtype. Input dtype must be floating "
                         f"point, but got {x.dtype}")
     axes = _axes(x, dim, "mean")
     n = 1

@@ -1,10 +1,10 @@
 """Shape ops: reshape/view, flatten, squeeze, permute/transpose, expand, repeat, slicing
 primitives, cat/stack/split/chunk, tril/triu, pad.
 
-Layer: frontend — imports engine.buckets, engine.ir, engine.layout, engine.runtime, ops._core,
-ops._registry, ops.creation, ops.elementwise, tensor. The family's primitives (`<name>_p`) are
-declared here, beside the front end that records them: their gradient rules call the ops of this
-module and of those before it.
+Layer: frontend — imports engine.buckets, engine.errors, engine.ir, engine.layout,
+engine.runtime, ops._core, ops._registry, ops.creation, ops.elementwise, tensor. The family's
+primitives (`<name>_p`) are declared here, beside the front end that records them: their
+gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ...engine.errors import ArgumentError, IndexRangeError
 from ...engine import buckets as B, ir, layout
 from ...engine.runtime import rt
 from ..tensor import _norm_dim, _to_device, apply, Tensor
@@ -202,22 +203,22 @@ def _reshape_slow(x, shape):
         n *= s
     if -1 in shape:
         if shape.count(-1) > 1:
-            raise ValueError(f"reshape: only one dimension can be inferred, got {shape}")
+            raise ArgumentError(f"reshape: only one dimension can be inferred, got {shape}")
         known = 1
         for s in shape:
             if s != -1:
                 known *= s
         if known == 0 or n % known:
-            raise ValueError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
+            raise ArgumentError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
                              f"(shape {tuple(old)})")
         shape = tuple(n // known if s == -1 else s for s in shape)
     m = 1
     for s in shape:
         if s < 0:
-            raise ValueError(f"reshape: invalid shape dimension {s} in {list(shape)}")
+            raise ArgumentError(f"reshape: invalid shape dimension {s} in {list(shape)}")
         m *= s
     if m != n:
-        raise ValueError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
+        raise ArgumentError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
                          f"(shape {tuple(old)})")
     if shape == old:          # e.g. view(-1) of a vector: no op recorded
         return x
@@ -234,7 +235,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     s = _norm_dim(start_dim, nd, "flatten")
     e = _norm_dim(end_dim, nd, "flatten")
     if s > e:
-        raise ValueError("flatten: start_dim cannot come after end_dim")
+        raise ArgumentError("flatten: start_dim cannot come after end_dim")
     shp = x._node.shape
     n = 1
     for d in shp[s:e + 1]:
@@ -254,7 +255,7 @@ def unflatten(x, dim, sizes):
                 known *= s
         sizes = tuple(shp[d] // known if s == -1 else s for s in sizes)
     if math.prod(sizes) != shp[d]:
-        raise ValueError(f"unflatten: sizes {sizes} don't multiply up to the size of dim {dim} "
+        raise ArgumentError(f"unflatten: sizes {sizes} don't multiply up to the size of dim {dim} "
                          f"({shp[d]}) in shape {tuple(shp)}")
     return reshape(x, shp[:d] + sizes + shp[d + 1:])
 
@@ -301,11 +302,11 @@ def _permute_slow(x, dims):
     dims = _shape_arg(dims)
     nd = len(x._node.shape)
     if len(dims) != nd:
-        raise ValueError(f"permute: number of dims {len(dims)} doesn't match the tensor's "
+        raise ArgumentError(f"permute: number of dims {len(dims)} doesn't match the tensor's "
                          f"{nd} dims (shape {tuple(x.shape)})")
     dims = tuple(_norm_dim(d, nd, "permute") for d in dims)
     if sorted(dims) != list(range(nd)):
-        raise ValueError(f"permute: dims {dims} are not a permutation of {nd} dims")
+        raise ArgumentError(f"permute: dims {dims} are not a permutation of {nd} dims")
     if dims == tuple(range(nd)):
         return x
     shp = x._node.shape
@@ -326,12 +327,12 @@ def transpose_family(permute):
 
     def t(x):
         if x.ndim > 2:
-            raise ValueError(f"t() expects a tensor with <= 2 dimensions, but got {x.ndim}")
+            raise ArgumentError(f"t() expects a tensor with <= 2 dimensions, but got {x.ndim}")
         return transpose(x, 0, 1) if x.ndim == 2 else x
 
     def mT(x):
         if x.ndim < 2:
-            raise ValueError(f"mT: tensor of shape {tuple(x.shape)} has fewer than 2 "
+            raise ArgumentError(f"mT: tensor of shape {tuple(x.shape)} has fewer than 2 "
                              "dimensions")
         return transpose(x, -2, -1)
 
@@ -351,11 +352,11 @@ def expand(x, *sizes):
     sizes = _shape_arg(sizes)
     shp = x._node.shape
     if len(sizes) < len(shp):
-        raise ValueError(f"expand: the number of sizes provided ({len(sizes)}) must be greater "
+        raise ArgumentError(f"expand: the number of sizes provided ({len(sizes)}) must be greater "
                          f"or equal to the number of dimensions in the tensor ({len(shp)})")
     lead = len(sizes) - len(shp)
     if -1 in sizes[:lead]:
-        raise ValueError(f"expand: the expanded size -1 isn't allowed in a leading, new "
+        raise ArgumentError(f"expand: the expanded size -1 isn't allowed in a leading, new "
                          f"dimension (sizes {tuple(sizes)}, tensor shape {tuple(shp)})")
     full = tuple(shp[i - lead] if s == -1 else s for i, s in enumerate(sizes))
     return broadcast_to(x, full)
@@ -371,7 +372,7 @@ def repeat(x, *reps):
     reps = _shape_arg(reps)
     shp = x._node.shape
     if len(reps) < len(shp):
-        raise ValueError(f"repeat: number of repeat dims ({len(reps)}) can not be smaller than "
+        raise ArgumentError(f"repeat: number of repeat dims ({len(reps)}) can not be smaller than "
                          f"the number of dimensions of the tensor ({len(shp)})")
     shp = (1,) * (len(reps) - len(shp)) + tuple(shp)
     x = reshape(x, shp)
@@ -431,7 +432,7 @@ def narrow(x, dim, start, length):
     if start < 0:
         start += shp[d]
     if not (0 <= start and start + length <= shp[d] and length >= 0):
-        raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
+        raise IndexRangeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
                          f"({shp[d]}) of dim {dim} in shape {tuple(shp)}")
     if start == 0 and length == shp[d]:
         return x
@@ -443,17 +444,23 @@ def narrow(x, dim, start, length):
 
 
 @torch_op
-def flip(x, dims):
+def flip(x, *dims_args, dims=None):
+    # torch.flip(x, dims) / x.flip(0, 1) / x.flip(dims=[0])
+    if dims is None:
+        dims = dims_args[0] if len(dims_args) == 1 else dims_args
     if isinstance(dims, int):
         dims = (dims,)
     nd = len(x._node.shape)
     axes = tuple(sorted(_norm_dim(d, nd, "flip") for d in dims))
+    if len(set(axes)) != len(axes):
+        raise ArgumentError(f"flip: dims {list(dims)} name a dim more than once (input of "
+                            f"shape {tuple(x._node.shape)})")
     return _rev_prim(x, axes) if nd else x
 
 
 def _check_cat(tensors, dim, op):
     if not isinstance(tensors, (list, tuple)) or not tensors:
-        raise ValueError(f"{op}: expected a non-empty list of tensors")
+        raise ArgumentError(f"{op}: expected a non-empty list of tensors")
     tensors = [as_tensor(t) for t in tensors]
     return tensors
 
@@ -465,14 +472,14 @@ def cat(tensors, dim=0):
     ref = tensors[0]._node.shape
     nd = len(ref)
     if nd == 0:
-        raise ValueError("cat: zero-dimensional tensor cannot be concatenated")
+        raise ArgumentError("cat: zero-dimensional tensor cannot be concatenated")
     d = _norm_dim(dim, nd, "cat")
     dt = tensors[0].dtype
     for i, t in enumerate(tensors):
         s = t._node.shape
         dt = _promote(dt, t.dtype)
         if len(s) != nd or builtins.any(a != b for j, (a, b) in enumerate(zip(s, ref)) if j != d):
-            raise ValueError(f"cat: sizes of tensors must match except in dimension {d}; "
+            raise ArgumentError(f"cat: sizes of tensors must match except in dimension {d}; "
                              f"tensor 0 has shape {tuple(ref)} but tensor {i} has shape "
                              f"{tuple(s)}")
     if len(tensors) == 1:
@@ -494,7 +501,7 @@ def stack(tensors, dim=0):
     ref = tensors[0]._node.shape
     for i, t in enumerate(tensors):
         if t._node.shape != ref:
-            raise ValueError(f"stack: expects each tensor to be equal size, but got "
+            raise ArgumentError(f"stack: expects each tensor to be equal size, but got "
                              f"{tuple(ref)} at entry 0 and {tuple(t.shape)} at entry {i}")
     d = _norm_dim(dim, len(ref) + 1, "stack")
     dt = tensors[0].dtype
@@ -541,14 +548,14 @@ def split(x, split_size_or_sections, dim=0):
     if isinstance(split_size_or_sections, int):
         k = split_size_or_sections
         if k <= 0:
-            raise ValueError(f"split: split_size must be positive, got {k}")
+            raise ArgumentError(f"split: split_size must be positive, got {k}")
         sizes = [k] * (n // k) + ([n % k] if n % k else [])
         if not sizes:
             sizes = [0]
     else:
         sizes = list(split_size_or_sections)
         if builtins.sum(sizes) != n:
-            raise ValueError(f"split: split_sizes {sizes} don't sum to the size of dim {dim} "
+            raise ArgumentError(f"split: split_sizes {sizes} don't sum to the size of dim {dim} "
                              f"({n}) in shape {tuple(shp)}")
     out, start = [], 0
     for s in sizes:
@@ -560,7 +567,7 @@ def split(x, split_size_or_sections, dim=0):
 @torch_op(top=False)
 def chunk(x, chunks, dim=0):
     if chunks <= 0:
-        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+        raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
     n = x._node.shape[_norm_dim(dim, x.ndim, "chunk")]
     k = -(-n // chunks)
     return split(x, builtins.max(k, 1), dim)
@@ -575,21 +582,21 @@ def unbind(x, dim=0):
 @torch_op(inplace=True)
 def tril(x, diagonal=0):
     if x.ndim < 2:
-        raise ValueError(f"tril: input tensor must have at least 2 dimensions (got {x.ndim})")
+        raise ArgumentError(f"tril: input tensor must have at least 2 dimensions (got {x.ndim})")
     return apply(tril_p, (x,), (diagonal,), x._node.shape, x._node.dtype)
 
 
 @torch_op(inplace=True)
 def triu(x, diagonal=0):
     if x.ndim < 2:
-        raise ValueError(f"triu: input tensor must have at least 2 dimensions (got {x.ndim})")
+        raise ArgumentError(f"triu: input tensor must have at least 2 dimensions (got {x.ndim})")
     return apply(triu_p, (x,), (diagonal,), x._node.shape, x._node.dtype)
 
 
 def pad(x, pad, mode="constant", value=0.0):
     """PyTorch's F.pad: `pad` lists (left, right) pairs starting from the LAST dim."""
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
-        raise ValueError(f"pad: padding length {len(pad)} must be even and at most twice the "
+        raise ArgumentError(f"pad: padding length {len(pad)} must be even and at most twice the "
                          f"number of dims ({x.ndim})")
     if mode != "constant":
         raise NotImplementedError(f"pad: mode {mode!r}; only 'constant' padding is supported")

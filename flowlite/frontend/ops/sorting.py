@@ -1,10 +1,10 @@
 """Ordering ops: sort, argsort, topk, kthvalue, median/nanmedian, mode, unique, searchsorted,
 bucketize.
 
-Layer: frontend — imports engine.dtypes, ops._core, ops._registry, ops.elementwise,
-ops.reduction, ops.shape, tensor. The family's primitives (`<name>_p`) are declared here, beside
-the front end that records them: their gradient rules call the ops of this module and of those
-before it.
+Layer: frontend — imports engine.dtypes, engine.errors, ops._core, ops._registry,
+ops.elementwise, ops.reduction, ops.shape, tensor. The family's primitives (`<name>_p`) are
+declared here, beside the front end that records them: their gradient rules call the ops of this
+module and of those before it.
 
 Each selection is an index-producing primitive (a stable `lax.sort` or `lax.top_k` over an
 integer key that orders floats as PyTorch does: -0.0 == 0.0, NaN above +inf) and the values
@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ...engine.errors import ArgumentError, DTypeError, IndexRangeError
 from ...engine import dtypes as D
 from ..tensor import _norm_dim, apply, from_numpy, Tensor
 from ._core import as_tensor, full_p, nondiff, prim, to_dtype
@@ -120,7 +121,7 @@ def _index_dtype():
 
 def _check_tensor(x, op):
     if not isinstance(x, Tensor):
-        raise TypeError(f"{op}(): argument 'input' must be a Tensor, not {type(x).__name__}")
+        raise DTypeError(f"{op}(): argument 'input' must be a Tensor, not {type(x).__name__}")
 
 
 def _zero_d(x, op, dim):
@@ -198,7 +199,7 @@ def _prepare(x, dim, op):
         return y, d, True
     d = _norm_dim(dim, x.ndim, op)
     if x._node.shape[d] == 0:
-        raise IndexError(f"{op}(): expected a non-empty dimension {d} (input shape "
+        raise IndexRangeError(f"{op}(): expected a non-empty dimension {d} (input shape "
                          f"{tuple(x.shape)})")
     return x, d, False
 
@@ -319,7 +320,7 @@ def searchsorted(sorted_sequence, input, out_int32=False, right=False, side=None
     _check_tensor(seq, "searchsorted")
     if side is not None:
         if side not in ("left", "right"):
-            raise ValueError(f"searchsorted(): side can only be 'left' or 'right', got {side!r}")
+            raise ArgumentError(f"searchsorted(): side can only be 'left' or 'right', got {side!r}")
         if right and side == "left":
             raise RuntimeError("searchsorted(): side and right can't be set to opposites, got "
                                "side of left while right was True")
