@@ -363,7 +363,7 @@ class _LegacyTensorType(type):
             return F.zeros(args if args else (0,), dtype=cls.dtype, device=device)
         if len(args) != 1:
             raise DTypeError(f"{cls.__name__}(): expected a shape (ints) or one sequence / "
-                            f"array / tensor, got {len(args)} arguments")
+                             f"array / tensor, got {len(args)} arguments")
         data = args[0]
         if isinstance(data, Tensor):
             return F.to_dtype(data, cls.dtype)

@@ -161,7 +161,7 @@ def view(x, *shape):
     if len(shape) == 1 and not isinstance(shape[0], (int, tuple, list)) and \
             not hasattr(shape[0], "__index__") and not hasattr(shape[0], "__len__"):
         raise DTypeError(f"view: expected a shape, got {shape[0]!r} (view(dtype) is not "
-                        "supported: use .to(dtype) for a converted copy)")
+                         "supported: use .to(dtype) for a converted copy)")
     return _reshape_view(F.reshape(x, *shape), x, "view", False)
 
 
@@ -206,7 +206,7 @@ def movedim(x, source, destination):
     dst = [destination] if isinstance(destination, int) else list(destination)
     if len(src) != len(dst):
         raise ArgumentError(f"movedim: source {src} and destination {dst} must have the same "
-                         "number of dims")
+                            "number of dims")
     src = [_norm_dim(d, nd, "movedim") for d in src]
     dst = [_norm_dim(d, nd, "movedim") for d in dst]
     if len(set(src)) != len(src) or len(set(dst)) != len(dst):
@@ -252,8 +252,9 @@ def narrow(x, dim, start, length):
         if s < 0:
             s += x._node.shape[d]
         if not 0 <= s <= x._node.shape[d] - length or length < 0:
-            raise IndexRangeError(f"narrow: start ({s}) + length ({length}) exceeds dimension size "
-                             f"({x._node.shape[d]}) of dim {d} in shape {tuple(x.shape)}")
+            raise IndexRangeError(f"narrow: start ({s}) + length ({length}) exceeds dimension "
+                                  f"size ({x._node.shape[d]}) of dim {d} in shape "
+                                  f"{tuple(x.shape)}")
         return getitem(x, (slice(None),) * d + (slice(start, s + length),))
     if not isinstance(start, int):
         start = int(start)
@@ -266,7 +267,7 @@ def select(x, dim, index):
     n = x._node.shape[d]
     if not -n <= index < n:
         raise IndexRangeError(f"select(): index {index} out of range for tensor of size "
-                         f"{tuple(x.shape)} at dimension {dim}")
+                              f"{tuple(x.shape)} at dimension {dim}")
     return squeeze(narrow(x, d, index % n, 1), d)
 
 

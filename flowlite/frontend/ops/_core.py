@@ -236,7 +236,7 @@ def broadcast_shapes(*shapes, op="broadcast_shapes"):
             elif d != size:
                 shown = " and ".join(str(tuple(s)) for s in shapes)
                 raise ArgumentError(f"{op}: shapes {shown} cannot be broadcast together "
-                                 f"(dimension {i - ndim}: {size} vs {d})")
+                                    f"(dimension {i - ndim}: {size} vs {d})")
         out.append(size)
     r = tuple(out)
     if len(shapes) == 2:
@@ -315,10 +315,10 @@ def broadcast_to(x, shape):
         r = broadcast_shapes(x._node.shape, shape, op="broadcast_to")
     except ValueError:
         raise ArgumentError(f"broadcast_to: the tensor of shape {tuple(x.shape)} can't be "
-                         f"expanded to {shape}") from None
+                            f"expanded to {shape}") from None
     if r != shape:
-        raise ArgumentError(f"broadcast_to: the tensor of shape {tuple(x.shape)} can't be expanded "
-                         f"to {shape}")
+        raise ArgumentError(f"broadcast_to: the tensor of shape {tuple(x.shape)} can't be "
+                            f"expanded to {shape}")
     return apply(broadcast_to_p, (x,), (shape,), shape, x._node.dtype)
 
 

@@ -35,7 +35,15 @@ neg_p = pointwise("neg", lambda a, x: -x, lambda a, i, o, g: (-g,))
 abs_p = pointwise("abs", lambda a, x: jnp.abs(x), lambda a, i, o, g: (g * sign(i[0]),))
 
 
-sign_p = pointwise("sign", lambda a, x: jnp.sign(x), lambda a, i, o, g: (None,))
+def _zero_vjp(a, i, o, g):
+    """The gradient of a piecewise-constant op (sign, floor, x ** 0, ...): zeros, as PyTorch
+    gives (a None cotangent would leave `.grad` unset)."""
+    z = apply(full_p, (), ((*g._node.shape,), 0, g.dtype), g._node.shape, g.dtype)
+    z._node.device = g._node.device
+    return (z,) + (None,) * (len(i) - 1)
+
+
+sign_p = pointwise("sign", lambda a, x: jnp.sign(x), _zero_vjp)
 
 
 exp_p = pointwise("exp", lambda a, x: jnp.exp(x), lambda a, i, o, g: (g * o,))
@@ -79,13 +87,13 @@ erf_p = pointwise("erf", lambda a, x: lax.erf(x),
                   lambda a, i, o, g: (g * _TWO_OVER_SQRT_PI * exp(-(i[0] * i[0])),))
 
 
-floor_p = pointwise("floor", lambda a, x: jnp.floor(x), lambda a, i, o, g: (None,))
+floor_p = pointwise("floor", lambda a, x: jnp.floor(x), _zero_vjp)
 
 
-ceil_p = pointwise("ceil", lambda a, x: jnp.ceil(x), lambda a, i, o, g: (None,))
+ceil_p = pointwise("ceil", lambda a, x: jnp.ceil(x), _zero_vjp)
 
 
-round_p = pointwise("round", lambda a, x: jnp.round(x, a[0]), lambda a, i, o, g: (None,))
+round_p = pointwise("round", lambda a, x: jnp.round(x, a[0]), _zero_vjp)
 
 
 relu_p = pointwise("relu", lambda a, x: jnp.maximum(x, jnp.zeros((), x.dtype)),
@@ -133,7 +141,7 @@ pow_p = pointwise("pow", lambda a, x, y: jnp.power(x, y), _pow_vjp)
 def _ipow_vjp(a, i, o, g):
     n = a[0]
     if n == 0:
-        return (None,)
+        return _zero_vjp(a, i, o, g)
     if n == 1:
         return (g,)
     if n == 2:
@@ -172,7 +180,7 @@ fmod_p = pointwise("fmod", lambda a, x, y: jnp.fmod(x, y),
                    lambda a, i, o, g: (_st(g, i[0]), _st(-g * trunc(i[0] / i[1]), i[1])))
 
 
-trunc_p = pointwise("trunc", lambda a, x: jnp.trunc(x), lambda a, i, o, g: (None,))
+trunc_p = pointwise("trunc", lambda a, x: jnp.trunc(x), _zero_vjp)
 
 
 def _atan2_vjp(a, i, o, g):
@@ -365,7 +373,7 @@ def pow(x, y):  # noqa: A001 - PyTorch name
     if isinstance(x, Tensor) and isinstance(y, (int, np.integer)) and not isinstance(y, bool) \
             and y < 0 and x.dtype.kind in "biu":
         raise ArgumentError(f"pow: integers to negative integer powers are not allowed "
-                         f"({x.dtype} tensor of shape {tuple(x.shape)} ** {y})")
+                            f"({x.dtype} tensor of shape {tuple(x.shape)} ** {y})")
     if isinstance(x, Tensor) and isinstance(y, (int, np.integer)) and not isinstance(y, bool) \
             and -16 <= y <= 16:
         y = builtins.int(y)
@@ -428,7 +436,7 @@ def _logical(prim, name, x, y):
     for d in (xd, yd):
         if d is not None and d.kind == "f":
             raise UnsupportedError(f"{name}: not supported for floating-point tensors ({d}); "
-                            "use bool or integer tensors")
+                                   "use bool or integer tensors")
     return _binary(prim, x, y)
 
 
@@ -464,7 +472,7 @@ def bitwise_not(x):
 def neg(x):
     if x.dtype is D.bool_:
         raise DTypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
-                        "use `~` or logical_not()")
+                         "use `~` or logical_not()")
     return _unary(neg_p, x)
 
 
@@ -622,8 +630,8 @@ def _shift(prim, name, x, y):
         d = v.dtype if isinstance(v, Tensor) else None
         if (d is not None and d.kind == "f") or isinstance(v, float):
             shown = d if d is not None else "float"
-            raise UnsupportedError(f"{name}: not implemented for floating-point operands ({shown}); "
-                            "shifts need integer tensors")
+            raise UnsupportedError(f"{name}: not implemented for floating-point operands "
+                                   f"({shown}); shifts need integer tensors")
     return _binary(prim, x, y)
 
 

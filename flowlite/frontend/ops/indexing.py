@@ -99,8 +99,20 @@ scatter_mul_p = prim("scatter_mul",
 
 
 # ---- indexing --------------------------------------------------------------------------------
+def _sequence_as_tuple(idx):
+    """PyTorch reads a list holding a tensor, a sequence, a slice, None or Ellipsis (fewer than
+    32 items) as a tuple of indices, as old NumPy did: x[[t]] is x[t], x[[[0, 1]]] is x[[0, 1]];
+    a list of ints stays one advanced index."""
+    if isinstance(idx, list) and len(idx) < 32 and builtins.any(
+            i is None or i is Ellipsis or isinstance(i, (Tensor, list, tuple, slice, np.ndarray))
+            for i in idx):
+        return tuple(idx)
+    return idx
+
+
 def _parse_index(x, idx):
     """-> (spec, index tensors, basic) with PyTorch semantics; bool masks sync to host."""
+    idx = _sequence_as_tuple(idx)
     if not isinstance(idx, tuple):
         idx = (idx,)
     items = []
@@ -117,7 +129,7 @@ def _parse_index(x, idx):
         raise IndexRangeError("an index can only have a single ellipsis ('...')")
     if n_consumed > len(shp):
         raise IndexRangeError(f"too many indices for tensor of dimension {len(shp)} "
-                         f"(shape {tuple(shp)}, index {idx!r})")
+                              f"(shape {tuple(shp)}, index {idx!r})")
     dim = 0
     for it in idx:
         if it is None:
@@ -141,7 +153,7 @@ def _parse_index(x, idx):
             i = builtins.int(it)
             if not -size <= i < size:
                 raise IndexRangeError(f"index {i} is out of bounds for dimension {dim} with size "
-                                 f"{size}")
+                                      f"{size}")
             items.append(("i", i + size if i < 0 else i))
             dim += 1
         else:
@@ -149,15 +161,16 @@ def _parse_index(x, idx):
             if not isinstance(t, Tensor):
                 arr = np.asarray(t)
                 if arr.dtype == object or arr.dtype.kind not in "biu":
-                    raise IndexRangeError(f"index: tensors used as indices must be long, int or bool "
-                                     f"(got {arr.dtype} from {type(it).__name__})")
+                    raise IndexRangeError(f"index: tensors used as indices must be long, int or "
+                                          f"bool (got {arr.dtype} from {type(it).__name__})")
                 t = from_numpy(arr if arr.dtype == bool else arr.astype(np.int64),
                                device=x.device)
             if t.dtype is D.bool_:
                 mask = t.numpy()
                 if mask.shape != tuple(shp[dim:dim + mask.ndim]):
-                    raise IndexRangeError(f"index: the shape of the mask {mask.shape} does not match "
-                                     f"the shape of the indexed tensor {tuple(shp)} at dim {dim}")
+                    raise IndexRangeError(f"index: the shape of the mask {mask.shape} does not "
+                                          f"match the shape of the indexed tensor {tuple(shp)} at "
+                                          f"dim {dim}")
                 for nz in np.nonzero(mask):
                     items.append(("t",))
                     tensors.append(from_numpy(nz.astype(np.int32), device=x.device))
@@ -166,7 +179,7 @@ def _parse_index(x, idx):
                 continue
             if t.dtype.kind not in "iu":
                 raise IndexRangeError(f"index: tensors used as indices must be long, int or bool "
-                                 f"tensors (got {t.dtype})")
+                                      f"tensors (got {t.dtype})")
             items.append(("t",))
             tensors.append(t)
             basic = False
@@ -397,7 +410,7 @@ def _put(x, spec, tensors, v, accumulate):
         broadcast_to(v, target._node.shape)
     except ValueError:
         raise ArgumentError(f"setitem: value of shape {tuple(v.shape)} cannot be broadcast to the "
-                         f"indexed shape {tuple(target.shape)}") from None
+                            f"indexed shape {tuple(target.shape)}") from None
     out = _index_add(x, spec, tensors, v) if accumulate else _index_set(x, spec, tensors, v)
     if tensors:
         _check_spec(x, spec, tensors, "index_put" if accumulate else "setitem", out)
@@ -422,11 +435,11 @@ def gather(x, dim, index):
     d = _norm_dim(dim, x.ndim, "gather")
     if index.ndim != x.ndim:
         raise ArgumentError(f"gather: index tensor must have the same number of dimensions as the "
-                         f"input (index {tuple(index.shape)}, input {tuple(x.shape)})")
+                            f"input (index {tuple(index.shape)}, input {tuple(x.shape)})")
     for i, (a, b) in enumerate(zip(index._node.shape, x._node.shape)):
         if i != d and a > b:
             raise ArgumentError(f"gather: size of index {tuple(index.shape)} exceeds the input "
-                             f"{tuple(x.shape)} at dimension {i}")
+                                f"{tuple(x.shape)} at dimension {i}")
     out = _take_along_prim(x, index, d)
     index_in_range(index, x._node.shape[d], "gather", dim=d, shape=x._node.shape, out=out)
     return out
@@ -466,11 +479,11 @@ def _scatter_args(x, dim, index, src, op):
     src = to_dtype(src, x.dtype)
     if index.ndim != x.ndim or src.ndim != x.ndim:
         raise ArgumentError(f"{op}: index {tuple(index.shape)}, src {tuple(src.shape)} and self "
-                         f"{tuple(x.shape)} must have the same number of dimensions")
+                            f"{tuple(x.shape)} must have the same number of dimensions")
     for i in range(x.ndim):
         if index.shape[i] > src.shape[i] or (i != d and index.shape[i] > x.shape[i]):
             raise ArgumentError(f"{op}: index {tuple(index.shape)} is larger than src "
-                             f"{tuple(src.shape)} or self {tuple(x.shape)} at dimension {i}")
+                                f"{tuple(src.shape)} or self {tuple(x.shape)} at dimension {i}")
     return index, d, src
 
 
@@ -505,7 +518,7 @@ def index_select(x, dim, index):
     index = _check_index_tensor(index, "index_select")
     if index.ndim > 1:
         raise IndexShapeError(f"index_select: index must be 1-D or 0-D (got shape "
-                         f"{tuple(index.shape)})")
+                              f"{tuple(index.shape)})")
     d = _norm_dim(dim, x.ndim, "index_select")
     flat = reshape(index, (-1,))
     spec = tuple(("s", 0, s, 1) for s in x._node.shape[:d]) + (("t",),)
@@ -554,7 +567,7 @@ def index_fill(x, dim, index, value):
     if isinstance(value, Tensor):
         if value.ndim:
             raise ArgumentError(f"index_fill: only supports a 0-dimensional value tensor, got "
-                             f"shape {tuple(value.shape)}")
+                                f"shape {tuple(value.shape)}")
         v = to_dtype(value, x.dtype)
     else:
         v = as_tensor(value, dtype=x.dtype)
@@ -571,7 +584,7 @@ def index_copy(x, dim, index, source):
     want = x._node.shape[:d] + (flat._node.shape[0],) + x._node.shape[d + 1:]
     if tuple(source.shape) != want:
         raise ArgumentError(f"index_copy: source shape {tuple(source.shape)} must be {want} "
-                         f"(self {tuple(x.shape)}, dim {d}, {flat._node.shape[0]} indices)")
+                            f"(self {tuple(x.shape)}, dim {d}, {flat._node.shape[0]} indices)")
     out = _index_set(x, spec, (flat,), to_dtype(source, x.dtype))
     index_in_range(flat, x._node.shape[d], "index_copy", dim=d, shape=x._node.shape, out=out)
     return out

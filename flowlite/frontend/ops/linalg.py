@@ -74,7 +74,7 @@ def matmul(a, b):
     if ka != kb:
         kb_dim = builtins.max(len(sb) - 2, 0)
         raise ArgumentError(f"matmul: shapes {tuple(sa)} and {tuple(sb)} are not aligned "
-                         f"({ka} (dim {len(sa) - 1}) != {kb} (dim {kb_dim}))")
+                            f"({ka} (dim {len(sa) - 1}) != {kb} (dim {kb_dim}))")
     dt = a.dtype if a.dtype is b.dtype else _promote(a.dtype, b.dtype)
     if a.dtype is not dt:
         a = to_dtype(a, dt)
@@ -93,7 +93,7 @@ def matmul(a, b):
             len(sb) > 2 else ()
     except ValueError:
         raise ArgumentError(f"matmul: batch dimensions of shapes {tuple(a.shape)} and "
-                         f"{tuple(b.shape)} cannot be broadcast together") from None
+                            f"{tuple(b.shape)} cannot be broadcast together") from None
     shape = batch + (sa[-2], sb[-1])
     out = apply(matmul_p, (a, b), (), shape, dt)
     if squeeze_a or squeeze_b:
@@ -106,20 +106,26 @@ def matmul(a, b):
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise ArgumentError(f"bmm: expected 3-D tensors, got shapes {tuple(a.shape)} and "
-                         f"{tuple(b.shape)}")
+                            f"{tuple(b.shape)}")
     if a.shape[0] != b.shape[0]:
         raise ArgumentError(f"bmm: batch sizes differ: {tuple(a.shape)} and {tuple(b.shape)}")
     return matmul(a, b)
-
-
 
 
 @torch_op
 def dot(a, b):
     if a.ndim != 1 or b.ndim != 1:
         raise ArgumentError(f"dot: 1D tensors expected, but got shapes {tuple(a.shape)} and "
-                         f"{tuple(b.shape)}")
+                            f"{tuple(b.shape)}")
     return matmul(a, b)
+
+
+@torch_op
+def mv(a, v):
+    if a.ndim != 2 or v.ndim != 1 or a.shape[1] != v.shape[0]:
+        raise ArgumentError(f"mv: expected a matrix and a vector of matching size, got shapes "
+                            f"{tuple(a.shape)} and {tuple(v.shape)}")
+    return matmul(a, v)
 
 
 @torch_op
@@ -141,7 +147,7 @@ def _explicit_einsum(eq, operands):
     specs = ins.split(",")
     if len(specs) != len(operands):
         raise ArgumentError(f"einsum: equation {eq!r} names {len(specs)} operands but "
-                         f"{len(operands)} were given")
+                            f"{len(operands)} were given")
     used = set(c for c in eq if c.isalpha())
     free = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used]
     ell = None
@@ -154,7 +160,7 @@ def _explicit_einsum(eq, operands):
             s = s.replace("...", ell[len(ell) - n:] if n else "")
         if len(s) != t.ndim:
             raise ArgumentError(f"einsum: operand spec {s!r} has {len(s)} indices but the operand "
-                             f"has shape {tuple(t.shape)}")
+                                f"has shape {tuple(t.shape)}")
         if len(set(s)) != len(s):
             raise ArgumentError(f"einsum: repeated index in {s!r} (diagonals) is not supported")
         new_specs.append(s)
@@ -169,7 +175,7 @@ def _explicit_einsum(eq, operands):
         for c, n in zip(s, t.shape):
             if c in sizes and sizes[c] != n and 1 not in (sizes[c], n):
                 raise ArgumentError(f"einsum: index {c!r} has sizes {sizes[c]} and {n} in "
-                                 f"{eq!r} (shapes {[tuple(o.shape) for o in operands]})")
+                                    f"{eq!r} (shapes {[tuple(o.shape) for o in operands]})")
             sizes[c] = builtins.max(sizes.get(c, 1), n)
     operands = [broadcast_to(t, tuple(sizes[c] for c in s)) for s, t in zip(new_specs, operands)]
     return ",".join(new_specs) + "->" + out, operands, tuple(sizes[c] for c in out)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ...engine.errors import DTypeError
+from ...engine.errors import ArgumentError, DTypeError
 from ...engine import buckets as B, dtypes as D
 from ..tensor import _norm_dim, apply, Tensor
 from ._core import _expand_back, full_p, nondiff, prim, reduce_sum_p, to_dtype
@@ -198,7 +198,7 @@ def mean(x, dim=None, keepdim=False, dtype=None):
         x = to_dtype(x, dtype)
     if x.dtype.kind != "f":
         raise DTypeError(f"mean(): could not infer output dtype. Input dtype must be floating "
-                        f"point, but got {x.dtype}")
+                         f"point, but got {x.dtype}")
     axes = _axes(x, dim, "mean")
     n = 1
     for a in axes:
@@ -384,6 +384,9 @@ def cumprod(x, dim):
 
 @torch_op
 def norm(x, p="fro", dim=None, keepdim=False):
+    if isinstance(p, str) and p not in ("fro", "inf", "-inf"):
+        raise ArgumentError(f"norm: order {p!r} not supported (flowlite's norm takes a number, "
+                            f"inf, -inf or 'fro')")
     if x.dtype.kind != "f":
         x = to_dtype(x, D.default_float())
     if p in ("fro", 2, 2.0):

@@ -210,7 +210,7 @@ def _reshape_slow(x, shape):
                 known *= s
         if known == 0 or n % known:
             raise ArgumentError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
-                             f"(shape {tuple(old)})")
+                                f"(shape {tuple(old)})")
         shape = tuple(n // known if s == -1 else s for s in shape)
     m = 1
     for s in shape:
@@ -219,7 +219,7 @@ def _reshape_slow(x, shape):
         m *= s
     if m != n:
         raise ArgumentError(f"reshape: shape {list(shape)} is invalid for input of size {n} "
-                         f"(shape {tuple(old)})")
+                            f"(shape {tuple(old)})")
     if shape == old:          # e.g. view(-1) of a vector: no op recorded
         return x
     return apply(reshape_p, (x,), (shape,), shape, x._node.dtype)
@@ -256,7 +256,7 @@ def unflatten(x, dim, sizes):
         sizes = tuple(shp[d] // known if s == -1 else s for s in sizes)
     if math.prod(sizes) != shp[d]:
         raise ArgumentError(f"unflatten: sizes {sizes} don't multiply up to the size of dim {dim} "
-                         f"({shp[d]}) in shape {tuple(shp)}")
+                            f"({shp[d]}) in shape {tuple(shp)}")
     return reshape(x, shp[:d] + sizes + shp[d + 1:])
 
 
@@ -303,7 +303,7 @@ def _permute_slow(x, dims):
     nd = len(x._node.shape)
     if len(dims) != nd:
         raise ArgumentError(f"permute: number of dims {len(dims)} doesn't match the tensor's "
-                         f"{nd} dims (shape {tuple(x.shape)})")
+                            f"{nd} dims (shape {tuple(x.shape)})")
     dims = tuple(_norm_dim(d, nd, "permute") for d in dims)
     if sorted(dims) != list(range(nd)):
         raise ArgumentError(f"permute: dims {dims} are not a permutation of {nd} dims")
@@ -333,7 +333,7 @@ def transpose_family(permute):
     def mT(x):
         if x.ndim < 2:
             raise ArgumentError(f"mT: tensor of shape {tuple(x.shape)} has fewer than 2 "
-                             "dimensions")
+                                "dimensions")
         return transpose(x, -2, -1)
 
     def T(x):
@@ -353,11 +353,11 @@ def expand(x, *sizes):
     shp = x._node.shape
     if len(sizes) < len(shp):
         raise ArgumentError(f"expand: the number of sizes provided ({len(sizes)}) must be greater "
-                         f"or equal to the number of dimensions in the tensor ({len(shp)})")
+                            f"or equal to the number of dimensions in the tensor ({len(shp)})")
     lead = len(sizes) - len(shp)
     if -1 in sizes[:lead]:
         raise ArgumentError(f"expand: the expanded size -1 isn't allowed in a leading, new "
-                         f"dimension (sizes {tuple(sizes)}, tensor shape {tuple(shp)})")
+                            f"dimension (sizes {tuple(sizes)}, tensor shape {tuple(shp)})")
     full = tuple(shp[i - lead] if s == -1 else s for i, s in enumerate(sizes))
     return broadcast_to(x, full)
 
@@ -373,7 +373,7 @@ def repeat(x, *reps):
     shp = x._node.shape
     if len(reps) < len(shp):
         raise ArgumentError(f"repeat: number of repeat dims ({len(reps)}) can not be smaller than "
-                         f"the number of dimensions of the tensor ({len(shp)})")
+                            f"the number of dimensions of the tensor ({len(shp)})")
     shp = (1,) * (len(reps) - len(shp)) + tuple(shp)
     x = reshape(x, shp)
     inter = []
@@ -432,8 +432,8 @@ def narrow(x, dim, start, length):
     if start < 0:
         start += shp[d]
     if not (0 <= start and start + length <= shp[d] and length >= 0):
-        raise IndexRangeError(f"narrow: start ({start}) + length ({length}) exceeds dimension size "
-                         f"({shp[d]}) of dim {dim} in shape {tuple(shp)}")
+        raise IndexRangeError(f"narrow: start ({start}) + length ({length}) exceeds dimension "
+                              f"size ({shp[d]}) of dim {dim} in shape {tuple(shp)}")
     if start == 0 and length == shp[d]:
         return x
     starts = [0] * len(shp)
@@ -480,8 +480,8 @@ def cat(tensors, dim=0):
         dt = _promote(dt, t.dtype)
         if len(s) != nd or builtins.any(a != b for j, (a, b) in enumerate(zip(s, ref)) if j != d):
             raise ArgumentError(f"cat: sizes of tensors must match except in dimension {d}; "
-                             f"tensor 0 has shape {tuple(ref)} but tensor {i} has shape "
-                             f"{tuple(s)}")
+                                f"tensor 0 has shape {tuple(ref)} but tensor {i} has shape "
+                                f"{tuple(s)}")
     if len(tensors) == 1:
         return tensors[0]
     host = _host_join(tensors, d, dt, np.concatenate)
@@ -502,7 +502,7 @@ def stack(tensors, dim=0):
     for i, t in enumerate(tensors):
         if t._node.shape != ref:
             raise ArgumentError(f"stack: expects each tensor to be equal size, but got "
-                             f"{tuple(ref)} at entry 0 and {tuple(t.shape)} at entry {i}")
+                                f"{tuple(ref)} at entry 0 and {tuple(t.shape)} at entry {i}")
     d = _norm_dim(dim, len(ref) + 1, "stack")
     dt = tensors[0].dtype
     for t in tensors[1:]:
@@ -556,7 +556,7 @@ def split(x, split_size_or_sections, dim=0):
         sizes = list(split_size_or_sections)
         if builtins.sum(sizes) != n:
             raise ArgumentError(f"split: split_sizes {sizes} don't sum to the size of dim {dim} "
-                             f"({n}) in shape {tuple(shp)}")
+                                f"({n}) in shape {tuple(shp)}")
     out, start = [], 0
     for s in sizes:
         out.append(narrow(x, d, start, s))
@@ -597,7 +597,7 @@ def pad(x, pad, mode="constant", value=0.0):
     """PyTorch's F.pad: `pad` lists (left, right) pairs starting from the LAST dim."""
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ArgumentError(f"pad: padding length {len(pad)} must be even and at most twice the "
-                         f"number of dims ({x.ndim})")
+                            f"number of dims ({x.ndim})")
     if mode != "constant":
         raise NotImplementedError(f"pad: mode {mode!r}; only 'constant' padding is supported")
     nd = x.ndim

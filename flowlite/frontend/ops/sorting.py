@@ -200,7 +200,7 @@ def _prepare(x, dim, op):
     d = _norm_dim(dim, x.ndim, op)
     if x._node.shape[d] == 0:
         raise IndexRangeError(f"{op}(): expected a non-empty dimension {d} (input shape "
-                         f"{tuple(x.shape)})")
+                              f"{tuple(x.shape)})")
     return x, d, False
 
 
@@ -320,7 +320,8 @@ def searchsorted(sorted_sequence, input, out_int32=False, right=False, side=None
     _check_tensor(seq, "searchsorted")
     if side is not None:
         if side not in ("left", "right"):
-            raise ArgumentError(f"searchsorted(): side can only be 'left' or 'right', got {side!r}")
+            raise ArgumentError(f"searchsorted(): side can only be 'left' or 'right', got "
+                                f"{side!r}")
         if right and side == "left":
             raise RuntimeError("searchsorted(): side and right can't be set to opposites, got "
                                "side of left while right was True")
