@@ -6,9 +6,9 @@ backward pass with flowlite's own tape; a sync (explicit, at the end of
 graph once through JAX/XLA, caches it by structure and replays it afterwards.
 
 Layer: package — imports autograd, compat.accelerator, compat.amp, compat.backends, compat.cuda,
-compat.onnx, compat.utils, data, debug, distributed, engine.buckets, engine.device,
-engine.dtypes, engine.executor, engine.matmul_precision, engine.metrics, engine.tape,
-engine.xla_flags, extend, formats.serialization, frontend.checks, frontend.compile,
+compat.onnx, compat.profiler, compat.utils, data, debug, distributed, engine.buckets,
+engine.device, engine.dtypes, engine.executor, engine.matmul_precision, engine.metrics,
+engine.tape, engine.xla_flags, extend, formats.serialization, frontend.checks, frontend.compile,
 frontend.control_flow, frontend.ops, frontend.random, frontend.tensor, frontend.tensor_methods,
 frontend.views, nn, optim.
 """
@@ -83,7 +83,7 @@ from . import extend  # noqa: E402,F401  (the extension API nn/optim/data build 
 from . import nn, optim, data  # noqa: E402  (fl.nn, fl.optim, fl.data like torch.nn/optim)
 # PyTorch's other namespaces, so `import flowlite as torch` reaches torch.utils.data,
 # torch.cuda, torch.accelerator, torch.backends.cudnn (see flowlite.run for `import torch`)
-from .compat import utils, cuda, accelerator, backends, onnx, amp  # noqa: E402
+from .compat import utils, cuda, accelerator, backends, onnx, amp, profiler  # noqa: E402
 cuda.amp = amp      # torch.cuda.amp.GradScaler / autocast
 autocast = amp.autocast      # torch.autocast is torch.amp.autocast
 from .data import Generator  # noqa: E402

@@ -70,6 +70,7 @@ TORCH_MODULES = {
     "torch.cuda.amp": ".compat.amp",
     "torch.distributed": ".distributed",   # process groups; DDP is nn.parallel's
     "torch.serialization": ".formats.serialization",
+    "torch.profiler": ".compat.profiler",
     "torch.random": ".frontend.random",
 }
 

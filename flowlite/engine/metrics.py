@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import os
 import sys
+import time
 
 from .runtime import rt
 
@@ -85,9 +86,22 @@ def user_stacklevel() -> int:
     return 1 + _first_user_frame(sys._getframe(1))[1]
 
 
+# fn(kind, now, data) for every sync, compile and execution (a profiler's trace); empty
+# unless one is recording, so the hot path pays one truth test
+listeners: list = []
+
+
+def _tell(kind, data):
+    now = time.perf_counter()
+    for fn in listeners:
+        fn(kind, now, data)
+
+
 def note_sync(cause: str) -> None:
     _C["syncs"] += 1
     _sync_causes[cause] += 1
+    if listeners:
+        _tell("sync", cause)
 
 
 def note_compile(seconds: float, n_nodes: int, n_inputs: int, n_outputs: int, cause: str) -> None:
@@ -95,6 +109,8 @@ def note_compile(seconds: float, n_nodes: int, n_inputs: int, n_outputs: int, ca
     _C["compile_s"] += seconds
     _timing.compile_pending += seconds
     _compile_log.append((cause, n_nodes, n_inputs, n_outputs, seconds))
+    if listeners:
+        _tell("compile", (cause, n_nodes, n_inputs, n_outputs, seconds))
 
 
 last_sync = [0.0, 0.0, 0.0, 0]   # start, executable ready, dispatched, nodes: of the last sync
@@ -109,6 +125,8 @@ def note_execution(t0: float, t1: float, t2: float) -> None:
     _C["sync_s"] += (t1 - t0) - (_timing.compile_pending)
     _timing.compile_pending = 0.0
     _C["execute_s"] += t2 - t1
+    if listeners:
+        _tell("execution", (t0, t1, t2, _timing.last_end))
     _timing.last_end = t2
 
 
