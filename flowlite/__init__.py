@@ -32,9 +32,9 @@ globals().update(_LEGACY)    # FloatTensor, LongTensor, ...: torch's legacy cons
 # every op declared `top` (@torch_op in flowlite/frontend/ops): flowlite.zeros, flowlite.exp, ...
 globals().update({_n: _e.fn for _n, _e in _ops.OPS.items() if _e.top})
 # PyTorch's view ops: their results alias the input (flowlite.frontend.views)
-from .frontend.views import (reshape, flatten, unflatten, squeeze, unsqueeze, permute, transpose,
-                             swapaxes, swapdims, movedim, moveaxis, t, narrow, select, split,
-                             chunk, unbind, broadcast_to, diagonal, as_strided)
+from .frontend.views import (reshape, flatten, ravel, unflatten, squeeze, unsqueeze, permute,
+                             transpose, swapaxes, swapdims, movedim, moveaxis, t, narrow, select,
+                             split, chunk, unbind, broadcast_to, diagonal, as_strided)
 from .frontend.random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm,
                               rand_like, randn_like, get_rng_state, set_rng_state, multinomial)
 from .engine.tape import no_grad, enable_grad, set_grad_enabled, is_grad_enabled

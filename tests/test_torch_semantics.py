@@ -68,3 +68,12 @@ def test_mv_matches_pytorch_and_checks_shapes():
     assert got == torch.mv(torch.tensor(a), torch.tensor(v)).tolist()
     with pytest.raises(RuntimeError, match="mv"):
         fl.mv(fl.tensor(a), fl.tensor([1.0, 2.0]))
+
+
+def test_ravel_is_a_view_when_contiguous_and_a_copy_otherwise_as_in_pytorch():
+    for lib in (torch, fl):
+        x = lib.arange(6).reshape(2, 3)
+        r = x.ravel()
+        r[0] = 9
+        assert x.tolist() == [[9, 1, 2], [3, 4, 5]]
+        assert lib.ravel(x.t()).tolist() == [9, 3, 1, 4, 2, 5]

@@ -174,6 +174,11 @@ def flatten(x, start_dim=0, end_dim=-1):
     return x if out is x else _reshape_view(out, x, "flatten", True)   # torch returns self too
 
 
+def ravel(x):
+    """x flattened to 1-D: a view when x's layout allows (as torch.ravel), else a copy."""
+    return reshape(x, -1)
+
+
 def unflatten(x, dim, sizes):
     return _reshape_view(F.unflatten(x, dim, sizes), x, "unflatten", False)
 
