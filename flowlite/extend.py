@@ -1,11 +1,11 @@
 """flowlite.extend — the one public API for building on flowlite's core.
 
-Layer: extension API — imports distributed, engine.device, engine.dtypes, engine.executor,
-engine.ir, engine.mesh, engine.metrics, engine.tape, frontend.checks, frontend.compile,
-frontend.control_flow, frontend.ops, frontend.primitives, frontend.random, frontend.recording,
-frontend.tensor. `flowlite.nn`, `flowlite.optim`, `flowlite.data` and user code that defines its
-own fused operations import this module (never `executor`, `lowering`, `ir` or the tape), so the
-core can change underneath them.
+Layer: extension API — imports distributed, engine.device, engine.dtypes, engine.errors,
+engine.executor, engine.ir, engine.mesh, engine.metrics, engine.tape, frontend.checks,
+frontend.compile, frontend.control_flow, frontend.ops, frontend.primitives, frontend.random,
+frontend.recording, frontend.tensor. `flowlite.nn`, `flowlite.optim`, `flowlite.data` and user
+code that defines its own fused operations import this module (never `executor`, `lowering`,
+`ir` or the tape), so the core can change underneath them.
 
 What it offers:
 
@@ -46,6 +46,8 @@ from .engine import dtypes, ir as _ir
 from .frontend import ops, primitives as prims, random
 from .frontend.control_flow import scan
 from .engine.device import Device, device
+from .engine.errors import (ArgumentError, DTypeError, IndexRangeError, IndexShapeError,
+                            LayerArgumentError, UnsupportedError, UnsupportedModeError)
 from .engine.ir import Prim
 from .engine.mesh import put
 from .engine.metrics import user_site

@@ -1,8 +1,10 @@
 """Devices: thin, interned wrappers over jax devices (PyTorch-style names).
 
-Layer: engine — imports nothing of flowlite.
+Layer: engine — imports errors.
 """
 from __future__ import annotations
+
+from .errors import ArgumentError
 
 import jax
 
@@ -60,7 +62,8 @@ def device(spec=None) -> Device:
     name, _, idx = spec.partition(":")
     kind = _ALIASES.get(name.lower())
     if kind is None:
-        raise ValueError(f"device: unknown device type {name!r}; expected cpu, gpu, cuda or tpu")
+        raise ArgumentError(f"device: unknown device type {name!r}; expected cpu, gpu, cuda or "
+                            f"tpu")
     try:
         devs = jax.devices(kind)
     except RuntimeError:

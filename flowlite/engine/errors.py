@@ -21,6 +21,10 @@ class IndexShapeError(ArgumentError, IndexError):
     """An index tensor of the wrong rank (PyTorch: IndexError)."""
 
 
+class UnsupportedModeError(ArgumentError, NotImplementedError):
+    """A mode PyTorch does not implement (`pad(mode="nope")`; PyTorch: NotImplementedError)."""
+
+
 class IndexRangeError(IndexError, RuntimeError):
     """A position outside a dimension, where PyTorch raises RuntimeError (narrow, select)."""
 
@@ -28,3 +32,8 @@ class IndexRangeError(IndexError, RuntimeError):
 class UnsupportedError(NotImplementedError, TypeError):
     """An op PyTorch does not implement for these operands' dtypes or this mode
     (PyTorch: NotImplementedError)."""
+
+
+class LayerArgumentError(ValueError, AssertionError):
+    """A layer constructor's inconsistent arguments, where PyTorch's layer asserts
+    (`MultiheadAttention(embed_dim=6, num_heads=4)`)."""

@@ -1,10 +1,10 @@
 """Device-resident randomness.
 
-Layer: frontend — imports engine.device, engine.dtypes, engine.ir, engine.mesh, engine.runtime,
-ops, primitives, tensor. The seed key is device data (one per device) and every draw folds a
-host draw counter (`rt.rng_draws`, entering the graph as data) into it inside the graph, so
-masks differ every step, are reproducible per seed, nothing recompiles, and the seed is never
-baked into a program.
+Layer: frontend — imports engine.device, engine.dtypes, engine.errors, engine.ir, engine.mesh,
+engine.runtime, ops, primitives, tensor. The seed key is device data (one per device) and every
+draw folds a host draw counter (`rt.rng_draws`, entering the graph as data) into it inside the
+graph, so masks differ every step, are reproducible per seed, nothing recompiles, and the seed
+is never baked into a program.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from ..engine import dtypes as D
+from ..engine.errors import ArgumentError
 from . import primitives as P
 from ..engine.device import default_device
 from ..engine.ir import scalar_node
@@ -87,10 +88,14 @@ def set_rng_state(state: Tensor, device=None) -> None:
     rt.rng_draws = int(v[2]) | (int(v[3]) << 32)
 
 
-def _shape(size):
+def _shape(size, op="rand"):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
-    return tuple(int(s) for s in size)
+    shape = tuple(int(s) for s in size)
+    if any(s < 0 for s in shape):
+        raise ArgumentError(f"{op}: trying to create a tensor with a negative dimension "
+                            f"{list(shape)}")
+    return shape
 
 
 def _make(prim, shape, attrs, dtype, device, requires_grad):
@@ -135,7 +140,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
-    shape = _shape(size)
+    shape = _shape(size, "randn")
     d = _float_dtype(dtype)
     if generator is not None:
         return _from_generator(generator, "randn", lambda g: g.standard_normal(shape), d,
@@ -150,10 +155,10 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
         low, high = 0, low
     if size is None:
         raise TypeError("randint: missing required argument 'size'")
-    shape = _shape((size,)) if not isinstance(size, int) else (size,)
+    shape = _shape((size,) if not isinstance(size, int) else (size,), "randint")
     d = D.canonical(D.from_any(dtype)) if dtype is not None else D.canonical(D.int64)
     if high <= low:
-        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+        raise ArgumentError(f"randint: expected low < high, got low={low}, high={high}")
     if generator is not None:
         return _from_generator(generator, "randint",
                                lambda g: g.integers(int(low), int(high), size=shape), d, device)
@@ -161,6 +166,8 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
 
 
 def randperm(n, generator=None, dtype=None, device=None):
+    if int(n) < 0:
+        raise ArgumentError(f"randperm: n must be non-negative, got {n}")
     d = D.canonical(D.from_any(dtype)) if dtype is not None else D.canonical(D.int64)
     if generator is not None:
         return _from_generator(generator, "randperm", lambda g: g.permutation(int(n)), d,

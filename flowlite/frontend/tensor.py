@@ -1,11 +1,11 @@
 """The lazy `Tensor`: a handle on an IR node plus its autograd edge.
 
-Layer: frontend — imports engine.device, engine.dtypes, engine.executor, engine.graph_key,
-engine.ir, engine.mesh, engine.metrics, engine.runtime, engine.tape, printing. `apply` is the
-single entry point that records an op: it builds the node (shape/dtype checked now, so errors
-point at the user's line), attaches a GradFn when the tape is on, and registers the result as
-pending work. The PyTorch-named methods (arithmetic, shape ops, `backward`, in-place `*_`) are
-bound onto `Tensor` by `tensor_methods`, above the op front end.
+Layer: frontend — imports engine.device, engine.dtypes, engine.errors, engine.executor,
+engine.graph_key, engine.ir, engine.mesh, engine.metrics, engine.runtime, engine.tape, printing.
+`apply` is the single entry point that records an op: it builds the node (shape/dtype checked
+now, so errors point at the user's line), attaches a GradFn when the tape is on, and registers
+the result as pending work. The PyTorch-named methods (arithmetic, shape ops, `backward`, in-
+place `*_`) are bound onto `Tensor` by `tensor_methods`, above the op front end.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import weakref
 import jax
 import numpy as np
 
+from ..engine.errors import ArgumentError
 from ..engine import dtypes as D, executor, ir
 from ..engine.graph_key import enter as _enter
 from ..engine.device import Device, _from_jax, default_device, device as _make_device
@@ -186,7 +187,7 @@ class Tensor:
 
     def item(self):
         if self.numel() != 1:
-            raise ValueError(f"item(): only one element tensors can be converted to Python "
+            raise ArgumentError(f"item(): only one element tensors can be converted to Python "
                              f"scalars (shape {tuple(self.shape)})")
         return np.asarray(self._value(".item()")).reshape(()).item()
 

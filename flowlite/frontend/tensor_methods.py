@@ -64,9 +64,9 @@ Tensor.multinomial = _method(R.multinomial)
 
 # ops that PyTorch defines as returning views (flowlite.views): writes go through to the base
 _VIEWS = [
-    "reshape", "view", "view_as", "flatten", "ravel", "unflatten", "squeeze", "unsqueeze", "permute",
-    "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "expand", "expand_as",
-    "broadcast_to", "narrow", "select", "split", "chunk", "unbind", "diagonal", "unfold",
+    "reshape", "view", "view_as", "flatten", "ravel", "unflatten", "squeeze", "unsqueeze",
+    "permute", "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "expand",
+    "expand_as", "broadcast_to", "narrow", "select", "split", "chunk", "unbind", "diagonal", "unfold",
     "as_strided", "contiguous", "is_contiguous", "stride", "storage_offset", "detach",
 ]
 for _name in _VIEWS:

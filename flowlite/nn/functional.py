@@ -14,6 +14,7 @@ import numbers
 
 import numpy as np
 
+from ..extend import ArgumentError, DTypeError, IndexShapeError, UnsupportedModeError
 from .. import extend as X
 from ..extend import (Tensor, check_index, dtypes as D, from_numpy, no_grad, on_clear_cache,
                       ops as F, prims as P, random as R, rebind, record)
@@ -42,7 +43,7 @@ def _ntuple(v, n, name="argument"):
         if len(v) == 1:
             return tuple(builtins.int(v[0]) for _ in range(n))
         if len(v) != n:
-            raise ValueError(f"{name} must be an int or a tuple of {n} ints, got {v!r}")
+            raise ArgumentError(f"{name} must be an int or a tuple of {n} ints, got {v!r}")
         return tuple(builtins.int(x) for x in v)
     return (builtins.int(v),) * n
 
@@ -67,9 +68,9 @@ def _maybe_inplace(x, out, inplace, name):
 
 def _check_float(x, op):
     if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a flowlite Tensor, got {type(x).__name__}")
+        raise DTypeError(f"{op}: expected a flowlite Tensor, got {type(x).__name__}")
     if not x.dtype.is_floating_point:
-        raise TypeError(f"{op}: expected a floating-point input, got {x.dtype}")
+        raise DTypeError(f"{op}: expected a floating-point input, got {x.dtype}")
 
 
 def _reduce(loss, reduction, op):
@@ -79,8 +80,8 @@ def _reduce(loss, reduction, op):
         return F.sum(loss)
     if reduction == "none":
         return loss
-    raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction "
-                     f"(expected 'mean', 'sum' or 'none')")
+    raise ArgumentError(f"{op}: {reduction!r} is not a valid value for reduction "
+                        f"(expected 'mean', 'sum' or 'none')")
 
 
 def _legacy_reduction(size_average, reduce, reduction):
@@ -99,9 +100,9 @@ def linear(input, weight, bias=None):
     shp = input.shape
     wshp = weight.shape
     if not shp or shp[-1] != wshp[-1]:
-        raise ValueError(f"linear: input of shape {tuple(shp)} doesn't match weight of shape "
-                         f"{tuple(wshp)} (expected in_features={wshp[-1]} in the last "
-                         f"dimension)")
+        raise ArgumentError(f"linear: input of shape {tuple(shp)} doesn't match weight of shape "
+                            f"{tuple(wshp)} (expected in_features={wshp[-1]} in the last "
+                            f"dimension)")
     wdt = weight.dtype
     if len(wshp) == 2 and input.dtype is wdt and wdt.kind == "f" and (
             bias is None or (bias.shape == wshp[:1] and bias.dtype is wdt)):
@@ -130,18 +131,18 @@ def _conv_padding(padding, nd, stride, dilation, kernel, op):
             return ((0, 0),) * nd
         if padding == "same":
             if builtins.any(s != 1 for s in stride):
-                raise ValueError(f"{op}: padding='same' is not supported for strided "
-                                 f"convolutions (stride={stride})")
+                raise ArgumentError(f"{op}: padding='same' is not supported for strided "
+                                    f"convolutions (stride={stride})")
             pads = []
             for d, k in zip(dilation, kernel):
                 total = d * (k - 1)
                 pads.append((total // 2, total - total // 2))
             return tuple(pads)
-        raise ValueError(f"{op}: invalid padding string {padding!r}, should be one of "
-                         f"'valid' or 'same'")
+        raise ArgumentError(f"{op}: invalid padding string {padding!r}, should be one of "
+                            f"'valid' or 'same'")
     p = _ntuple(padding, nd, "padding")
     if builtins.any(v < 0 for v in p):
-        raise ValueError(f"{op}: negative padding is not supported (padding={p})")
+        raise ArgumentError(f"{op}: negative padding is not supported (padding={p})")
     return tuple((v, v) for v in p)
 
 
@@ -150,31 +151,31 @@ def _batchify(x, nd, op, what="input"):
         return x, True
     if x.ndim == nd + 1:
         return F.unsqueeze(x, 0), False
-    raise ValueError(f"{op}: expected a {nd + 1}D (unbatched) or {nd + 2}D (batched) {what}, "
-                     f"but got {what} of shape {tuple(x.shape)}")
+    raise ArgumentError(f"{op}: expected a {nd + 1}D (unbatched) or {nd + 2}D (batched) {what}, "
+                        f"but got {what} of shape {tuple(x.shape)}")
 
 
 def _convnd(x, weight, bias, stride, padding, dilation, groups, nd, op):
     x, batched = _batchify(x, nd, op)
     xs, ws = x.shape, weight.shape
     if len(ws) != nd + 2:
-        raise ValueError(f"{op}: expected a {nd + 2}D weight, got shape {tuple(ws)}")
+        raise ArgumentError(f"{op}: expected a {nd + 2}D weight, got shape {tuple(ws)}")
     cin = xs[1]
     cout = ws[0]
     if groups < 1 or cin != ws[1] * groups or cout % groups:
-        raise ValueError(f"{op}: input of shape {tuple(xs)} (channels {cin}) doesn't "
-                         f"match weight of shape {tuple(ws)} with groups={groups} "
-                         f"(expected {ws[1] * groups} input channels and out "
-                         f"channels divisible by groups)")
+        raise ArgumentError(f"{op}: input of shape {tuple(xs)} (channels {cin}) doesn't "
+                            f"match weight of shape {tuple(ws)} with groups={groups} "
+                            f"(expected {ws[1] * groups} input channels and out "
+                            f"channels divisible by groups)")
     stride = _ntuple(stride, nd, "stride")
     dilation = _ntuple(dilation, nd, "dilation")
     pads = _conv_padding(padding, nd, stride, dilation, ws[2:], op)
     for i in range(nd):
         eff = dilation[i] * (ws[2 + i] - 1) + 1
         if xs[2 + i] + pads[i][0] + pads[i][1] < eff:
-            raise ValueError(f"{op}: input of shape {tuple(xs)} (padded by {pads}) is "
-                             f"smaller than the kernel {tuple(ws[2:])} with dilation "
-                             f"{dilation}")
+            raise ArgumentError(f"{op}: input of shape {tuple(xs)} (padded by {pads}) is "
+                                f"smaller than the kernel {tuple(ws[2:])} with dilation "
+                                f"{dilation}")
     attrs = (stride, pads, (1,) * nd, dilation, groups)
     xdt = x.dtype
     if bias is not None and bias.shape == (cout,) and bias.dtype is xdt \
@@ -205,19 +206,19 @@ def _conv_transpose_nd(x, weight, bias, stride, padding, output_padding, groups,
     xs, ws = x.shape, weight.shape
     cin = xs[1]
     if len(ws) != nd + 2 or ws[0] != cin or cin % groups:
-        raise ValueError(f"{op}: input of shape {tuple(xs)} doesn't match weight of shape "
-                         f"{tuple(ws)} (expected weight (in_channels={cin}, "
-                         f"out_channels/groups, *kernel) and in_channels divisible by "
-                         f"groups={groups})")
+        raise ArgumentError(f"{op}: input of shape {tuple(xs)} doesn't match weight of shape "
+                            f"{tuple(ws)} (expected weight (in_channels={cin}, "
+                            f"out_channels/groups, *kernel) and in_channels divisible by "
+                            f"groups={groups})")
     stride = _ntuple(stride, nd, "stride")
     pad = _ntuple(padding, nd, "padding")
     opad = _ntuple(output_padding, nd, "output_padding")
     dilation = _ntuple(dilation, nd, "dilation")
     for s, d, o in zip(stride, dilation, opad):
         if not (o < s or o < d):
-            raise ValueError(f"{op}: output padding must be smaller than either stride or "
-                             f"dilation, but got output_padding={opad}, stride={stride}, "
-                             f"dilation={dilation}")
+            raise ArgumentError(f"{op}: output padding must be smaller than either stride or "
+                                f"dilation, but got output_padding={opad}, stride={stride}, "
+                                f"dilation={dilation}")
     cout = ws[1] * groups
     spatial = []
     for i in range(nd):
@@ -225,8 +226,8 @@ def _conv_transpose_nd(x, weight, bias, stride, padding, output_padding, groups,
         n = (xs[2 + i] - 1) * stride[i] - 2 * pad[i] + dilation[i] * (k - 1) + \
             opad[i] + 1
         if n <= 0:
-            raise ValueError(f"{op}: computed output size {n} is not positive for input of "
-                             f"shape {tuple(xs)} and weight {tuple(ws)}")
+            raise ArgumentError(f"{op}: computed output size {n} is not positive for input of "
+                                f"shape {tuple(xs)} and weight {tuple(ws)}")
         spatial.append(n)
     out_shape = (xs[0], cout) + tuple(spatial)
     # the transpose of the convolution that maps out_shape back to x; output_padding extends
@@ -279,12 +280,12 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 def _pool_dims(length, k, s, p, d, ceil_mode, op):
     eff = d * (k - 1) + 1
     if p > k // 2:
-        raise ValueError(f"{op}: pad should be at most half of effective kernel size, but got "
-                         f"pad={p}, kernel_size={k}")
+        raise ArgumentError(f"{op}: pad should be at most half of effective kernel size, but got "
+                            f"pad={p}, kernel_size={k}")
     num = length + 2 * p - eff
     if num < 0:
-        raise ValueError(f"{op}: input size {length} (padding {p}) is smaller than the kernel "
-                         f"{k} (dilation {d})")
+        raise ArgumentError(f"{op}: input size {length} (padding {p}) is smaller than the kernel "
+                            f"{k} (dilation {d})")
     out = (num + (s - 1 if ceil_mode else 0)) // s + 1
     if ceil_mode and (out - 1) * s >= length + p:
         out -= 1
@@ -294,8 +295,9 @@ def _pool_dims(length, k, s, p, d, ceil_mode, op):
 
 def _pool_setup(x, kernel_size, stride, padding, dilation, ceil_mode, nd, op):
     if x.ndim not in (nd + 1, nd + 2):
-        raise ValueError(f"{op}: expected a {nd + 1}D or {nd + 2}D input, got shape "
-                         f"{tuple(x.shape)}")
+        # PyTorch's pools index the input's trailing dims first: IndexError for too few
+        raise IndexShapeError(f"{op}: expected a {nd + 1}D or {nd + 2}D input, got shape "
+                              f"{tuple(x.shape)}")
     k = _ntuple(kernel_size, nd, "kernel_size")
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) \
         else _ntuple(stride, nd, "stride")
@@ -415,19 +417,19 @@ def _adaptive_bins(n_in, n_out):
 
 def _adaptive_sizes(x, output_size, nd, op):
     if x.ndim not in (nd + 1, nd + 2):
-        raise ValueError(f"{op}: expected a {nd + 1}D or {nd + 2}D input, got shape "
-                         f"{tuple(x.shape)}")
+        raise ArgumentError(f"{op}: expected a {nd + 1}D or {nd + 2}D input, got shape "
+                            f"{tuple(x.shape)}")
     lead = x.ndim - nd
     spatial = x.shape[lead:]
     if isinstance(output_size, (list, tuple)):
         if len(output_size) != nd:
-            raise ValueError(f"{op}: output_size must have {nd} elements, got {output_size!r}")
+            raise ArgumentError(f"{op}: output_size must have {nd} elements, got {output_size!r}")
         out = tuple(spatial[i] if o is None else builtins.int(o)
                     for i, o in enumerate(output_size))
     else:
         out = (builtins.int(output_size),) * nd
     if builtins.any(o <= 0 for o in out):
-        raise ValueError(f"{op}: output_size must be positive, got {out}")
+        raise ArgumentError(f"{op}: output_size must be positive, got {out}")
     return lead, spatial, out
 
 
@@ -506,7 +508,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
 # ---- dropout -----------------------------------------------------------------------------------
 def _check_p(p, op):
     if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
+        raise ArgumentError(f"{op}: dropout probability has to be between 0 and 1, but got {p}")
 
 
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
@@ -536,8 +538,8 @@ def _channel_dropout(input, p, training, inplace, batched_ndim, op):
     elif len(shp) == batched_ndim - 1:
         mshape = shp[:1] + (1,) * (len(shp) - 1)
     else:
-        raise ValueError(f"{op}: expected a {batched_ndim - 1}D or {batched_ndim}D input, got "
-                         f"shape {tuple(shp)}")
+        raise ArgumentError(f"{op}: expected a {batched_ndim - 1}D or {batched_ndim}D input, got "
+                            f"shape {tuple(shp)}")
     if p == 1.0:
         return _maybe_inplace(input, input * 0.0, inplace, op + "_")
     keep = R.rand(mshape, dtype=_rand_dtype(input), device=input.device) >= p
@@ -577,21 +579,21 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     _check_float(input, "batch_norm")
     shp = input.shape
     if len(shp) < 2:
-        raise ValueError(f"batch_norm: expected an input with at least 2 dims (N, C, *), got "
-                         f"shape {tuple(shp)}")
+        raise ArgumentError(f"batch_norm: expected an input with at least 2 dims (N, C, *), got "
+                            f"shape {tuple(shp)}")
     c = shp[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
         if t is not None and tuple(t.shape) != (c,):
-            raise ValueError(f"batch_norm: {name} of shape {tuple(t.shape)} doesn't match the "
-                             f"{c} channels of input {tuple(shp)}")
+            raise ArgumentError(f"batch_norm: {name} of shape {tuple(t.shape)} doesn't match the "
+                                f"{c} channels of input {tuple(shp)}")
     bshape = (1, c) + (1,) * (len(shp) - 2)
     axes = (0,) + tuple(range(2, len(shp)))
     if training:
         n = math.prod(shp) // c
         if n <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got input "
-                             f"size {tuple(shp)}")
+            raise ArgumentError(f"Expected more than 1 value per channel when training, got input "
+                                f"size {tuple(shp)}")
         mean = F.mean(input, axes, keepdim=True)
         d = input - mean
         var = F.mean(d * d, axes, keepdim=True)
@@ -607,8 +609,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                            v * (momentum * (n / (n - 1))), "batch_norm running_var")
     else:
         if running_mean is None or running_var is None:
-            raise ValueError("batch_norm: running_mean and running_var are required when "
-                             "training=False")
+            raise ArgumentError("batch_norm: running_mean and running_var are required when "
+                                "training=False")
         mean = F.reshape(running_mean, bshape)
         var = F.reshape(running_var, bshape)
         d = input - mean
@@ -631,18 +633,18 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
     shp = input.shape
     if len(shp) < 3:
-        raise ValueError(f"instance_norm: expected an input (N, C, *) with at least one "
-                         f"spatial dim, got shape {tuple(shp)}")
+        raise ArgumentError(f"instance_norm: expected an input (N, C, *) with at least one "
+                            f"spatial dim, got shape {tuple(shp)}")
     c = shp[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
         if t is not None and tuple(t.shape) != (c,):
-            raise ValueError(f"instance_norm: {name} of shape {tuple(t.shape)} doesn't match "
-                             f"the {c} channels of input {tuple(shp)}")
+            raise ArgumentError(f"instance_norm: {name} of shape {tuple(t.shape)} doesn't match "
+                                f"the {c} channels of input {tuple(shp)}")
     n = math.prod(shp[2:])
     if n == 1:
-        raise ValueError(f"Expected more than 1 spatial element when training, got input "
-                         f"size {tuple(shp)}")
+        raise ArgumentError(f"Expected more than 1 spatial element when training, got input "
+                            f"size {tuple(shp)}")
     axes = tuple(range(2, len(shp)))
     mean = F.mean(input, axes, keepdim=True)
     d = input - mean
@@ -678,8 +680,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     shp = input.shape
     k = len(ns)
     if tuple(shp[len(shp) - k:]) != ns or k > len(shp):
-        raise ValueError(f"layer_norm: normalized_shape {list(ns)} doesn't match the trailing "
-                         f"dims of input of shape {tuple(shp)}")
+        raise ArgumentError(f"layer_norm: normalized_shape {list(ns)} doesn't match the trailing "
+                            f"dims of input of shape {tuple(shp)}")
     dt = input.dtype
     affine = [t for t in (weight, bias) if t is not None]
     if all(t.shape == ns and t.dtype is dt for t in affine):
@@ -702,8 +704,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     _check_float(input, "group_norm")
     shp = input.shape
     if len(shp) < 2 or shp[1] % num_groups:
-        raise ValueError(f"group_norm: expected an input (N, C, *) with C divisible by "
-                         f"num_groups={num_groups}, got shape {tuple(shp)}")
+        raise ArgumentError(f"group_norm: expected an input (N, C, *) with C divisible by "
+                            f"num_groups={num_groups}, got shape {tuple(shp)}")
     n, c = shp[0], shp[1]
     xg = F.reshape(input, (n, num_groups, -1))
     mean = F.mean(xg, 2, keepdim=True)
@@ -725,8 +727,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     shp = input.shape
     k = len(ns)
     if tuple(shp[len(shp) - k:]) != ns or k > len(shp):
-        raise ValueError(f"rms_norm: normalized_shape {list(ns)} doesn't match the trailing "
-                         f"dims of input of shape {tuple(shp)}")
+        raise ArgumentError(f"rms_norm: normalized_shape {list(ns)} doesn't match the trailing "
+                            f"dims of input of shape {tuple(shp)}")
     if eps is None:
         import ml_dtypes
         eps = builtins.float(ml_dtypes.finfo(input.dtype.np).eps)
@@ -750,10 +752,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Rows of `weight` picked by integer `input`; the row at padding_idx gets no gradient."""
     if not isinstance(input, Tensor) or input.dtype.kind not in "iu":
-        raise TypeError(f"embedding: expected an integer index tensor, got "
-                        f"{getattr(input, 'dtype', type(input).__name__)}")
+        raise DTypeError(f"embedding: expected an integer index tensor, got "
+                         f"{getattr(input, 'dtype', type(input).__name__)}")
     if weight.ndim != 2:
-        raise ValueError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
+        raise ArgumentError(f"embedding: weight must be 2-D, got shape {tuple(weight.shape)}")
     if scale_grad_by_freq:
         raise NotImplementedError("embedding: scale_grad_by_freq=True is not supported")
     if max_norm is not None:
@@ -768,7 +770,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         if padding_idx < 0:
             padding_idx += num
         if not 0 <= padding_idx < num:
-            raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num})")
+            raise ArgumentError(f"embedding: padding_idx must be within num_embeddings ({num})")
         if out.requires_grad:
             pad = F.unsqueeze(F.eq(input, padding_idx), -1)
             out = F.where(pad, out.detach(), out)
@@ -795,8 +797,8 @@ def _pad_index(n, lo, hi, mode):
     j = np.arange(-lo, n + hi)
     if mode == "reflect":
         if lo >= n or hi >= n:
-            raise ValueError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the "
-                             f"dimension size {n}")
+            raise ArgumentError(f"pad: reflect padding ({lo}, {hi}) must be smaller than the "
+                                f"dimension size {n}")
         period = 2 * (n - 1) if n > 1 else 1
         j = np.abs(j) % period
         return np.where(j >= n, period - j, j)
@@ -804,11 +806,11 @@ def _pad_index(n, lo, hi, mode):
         return np.clip(j, 0, n - 1)
     if mode == "circular":
         if lo > n or hi > n:
-            raise ValueError(f"pad: circular padding ({lo}, {hi}) must be at most the "
-                             f"dimension size {n}")
+            raise ArgumentError(f"pad: circular padding ({lo}, {hi}) must be at most the "
+                                f"dimension size {n}")
         return np.mod(j, n)
-    raise ValueError(f"pad: unsupported mode {mode!r}; expected 'constant', 'reflect', "
-                     f"'replicate' or 'circular'")
+    raise UnsupportedModeError(f"pad: unsupported mode {mode!r}; expected 'constant', "
+                               "'reflect', 'replicate' or 'circular'")
 
 
 def pad(input, pad, mode="constant", value=None):
@@ -816,16 +818,16 @@ def pad(input, pad, mode="constant", value=None):
     if mode == "constant":
         return F.pad(input, tuple(pad), "constant", 0.0 if value is None else value)
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise ValueError(f"pad: padding length {len(pad)} must be even and at most twice the "
-                         f"number of dims ({input.ndim})")
+        raise ArgumentError(f"pad: padding length {len(pad)} must be even and at most twice the "
+                            f"number of dims ({input.ndim})")
     if builtins.any(p < 0 for p in pad):
-        raise ValueError(f"pad: negative padding is only supported in 'constant' mode")
+        raise ArgumentError(f"pad: negative padding is only supported in 'constant' mode")
     k = len(pad) // 2
     if mode in ("reflect", "replicate", "circular") and (
             k not in (1, 2, 3) or input.ndim not in (k + 1, k + 2)):
         # PyTorch pads 1-3 trailing dims in these modes, of an unbatched or batched input
-        raise ValueError(f"pad: {mode} padding of {k} dims (pad={tuple(pad)}) expects a "
-                         f"{k + 1}D or {k + 2}D input, got shape {tuple(input.shape)}")
+        raise ArgumentError(f"pad: {mode} padding of {k} dims (pad={tuple(pad)}) expects a "
+                            f"{k + 1}D or {k + 2}D input, got shape {tuple(input.shape)}")
     y = input
     for i in range(len(pad) // 2):
         lo, hi = pad[2 * i], pad[2 * i + 1]
@@ -842,7 +844,7 @@ def pad(input, pad, mode="constant", value=None):
 # ---- pixel shuffle -----------------------------------------------------------------------------
 def _check_factor(r, op):
     if not isinstance(r, numbers.Integral) or isinstance(r, bool) or r <= 0:
-        raise ValueError(f"{op}: the factor must be a positive integer, got {r!r}")
+        raise ArgumentError(f"{op}: the factor must be a positive integer, got {r!r}")
     return builtins.int(r)
 
 
@@ -851,8 +853,8 @@ def pixel_shuffle(input, upscale_factor):
     r = _check_factor(upscale_factor, "pixel_shuffle")
     shp = tuple(input.shape)
     if len(shp) < 3 or shp[-3] % (r * r):
-        raise ValueError(f"pixel_shuffle: expected an input (*, C, H, W) with C divisible by "
-                         f"upscale_factor**2 = {r * r}, got shape {shp}")
+        raise ArgumentError(f"pixel_shuffle: expected an input (*, C, H, W) with C divisible by "
+                            f"upscale_factor**2 = {r * r}, got shape {shp}")
     *b, c, h, w = shp
     nb = len(b)
     y = F.reshape(input, (*b, c // (r * r), r, r, h, w))
@@ -865,8 +867,8 @@ def pixel_unshuffle(input, downscale_factor):
     r = _check_factor(downscale_factor, "pixel_unshuffle")
     shp = tuple(input.shape)
     if len(shp) < 3 or shp[-2] % r or shp[-1] % r:
-        raise ValueError(f"pixel_unshuffle: expected an input (*, C, H, W) with H and W "
-                         f"divisible by downscale_factor = {r}, got shape {shp}")
+        raise ArgumentError(f"pixel_unshuffle: expected an input (*, C, H, W) with H and W "
+                            f"divisible by downscale_factor = {r}, got shape {shp}")
     *b, c, h, w = shp
     nb = len(b)
     y = F.reshape(input, (*b, c, h // r, r, w // r, r))
@@ -919,31 +921,31 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise NotImplementedError("interpolate: antialias=True is not supported")
     nd = input.ndim - 2
     if nd < 1:
-        raise ValueError(f"interpolate: expected an input (N, C, *spatial), got shape "
-                         f"{tuple(input.shape)}")
+        raise ArgumentError(f"interpolate: expected an input (N, C, *spatial), got shape "
+                            f"{tuple(input.shape)}")
     linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
     if mode in linear_modes:
         if linear_modes[mode] != nd:
-            raise ValueError(f"interpolate: mode {mode!r} expects a {linear_modes[mode] + 2}D "
-                             f"input, got shape {tuple(input.shape)}")
+            raise ArgumentError(f"interpolate: mode {mode!r} expects a {linear_modes[mode] + 2}D "
+                                f"input, got shape {tuple(input.shape)}")
         align_corners = builtins.bool(align_corners)
     elif mode in ("nearest", "nearest-exact"):
         if align_corners is not None:
-            raise ValueError("align_corners option can only be set with the interpolating "
-                             "modes: linear | bilinear | bicubic | trilinear")
+            raise ArgumentError("align_corners option can only be set with the interpolating "
+                                "modes: linear | bilinear | bicubic | trilinear")
     else:
         raise NotImplementedError(f"interpolate: mode {mode!r} is not supported (nearest, "
                                   f"nearest-exact, linear, bilinear, trilinear)")
     spatial = input.shape[2:]
     if (size is None) == (scale_factor is None):
-        raise ValueError("interpolate: exactly one of size or scale_factor must be given")
+        raise ArgumentError("interpolate: exactly one of size or scale_factor must be given")
     if size is not None:
         out = _ntuple(size, nd, "size")
         scales = (None,) * nd
     else:
         sf = scale_factor if isinstance(scale_factor, (list, tuple)) else (scale_factor,) * nd
         if len(sf) != nd:
-            raise ValueError(f"interpolate: scale_factor must have {nd} elements, got {sf!r}")
+            raise ArgumentError(f"interpolate: scale_factor must have {nd} elements, got {sf!r}")
         out = tuple(builtins.int(math.floor(n * builtins.float(s)))
                     for n, s in zip(spatial, sf))
         scales = (None,) * nd if recompute_scale_factor else tuple(builtins.float(s)
@@ -1001,21 +1003,21 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     L, E = qs[-2], qs[-1]
     S = ks[-2]
     if ks[-1] != E or vs[-2] != S:
-        raise ValueError(f"scaled_dot_product_attention: query {tuple(query.shape)}, key "
-                         f"{tuple(key.shape)} and value {tuple(value.shape)} don't match "
-                         f"(expected (..., L, E), (..., S, E), (..., S, Ev))")
+        raise ArgumentError(f"scaled_dot_product_attention: query {tuple(query.shape)}, key "
+                            f"{tuple(key.shape)} and value {tuple(value.shape)} don't match "
+                            f"(expected (..., L, E), (..., S, E), (..., S, Ev))")
     if enable_gqa and query.ndim >= 3:
         hq, hk = qs[-3], ks[-3]
         if hq != hk:
             if hq % hk:
-                raise ValueError(f"scaled_dot_product_attention: {hq} query heads are not a "
-                                 f"multiple of {hk} key/value heads")
+                raise ArgumentError(f"scaled_dot_product_attention: {hq} query heads are not a "
+                                    f"multiple of {hk} key/value heads")
             key = _repeat_heads(key, hq // hk)
             value = _repeat_heads(value, hq // hk)
     if is_causal:
         if attn_mask is not None:
-            raise ValueError("scaled_dot_product_attention: pass either attn_mask or "
-                             "is_causal=True, not both")
+            raise ArgumentError("scaled_dot_product_attention: pass either attn_mask or "
+                                "is_causal=True, not both")
         attn_mask = _causal_mask(L, S, query.device)
     sc = 1.0 / math.sqrt(E) if scale is None else builtins.float(scale)
     return _sdpa(query, key, value, sc, ((attn_mask, True),), dropout_p)[0]
@@ -1076,8 +1078,8 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
     bdim = 0 if batch_first else 1
     if not batched:
         if query.ndim != 2:
-            raise ValueError(f"MultiheadAttention: query should be 2-D (unbatched) or 3-D, got "
-                             f"shape {tuple(query.shape)}")
+            raise ArgumentError(f"MultiheadAttention: query should be 2-D (unbatched) or 3-D, got "
+                                f"shape {tuple(query.shape)}")
         same_kv, same_qk = key is value, query is key
         query = F.unsqueeze(query, bdim)
         key = query if same_qk else F.unsqueeze(key, bdim)
@@ -1088,11 +1090,11 @@ def multi_head_attention_forward(query, key, value, num_heads, in_proj_weight, i
     n, L, E = qs[bdim], qs[1 - bdim], qs[2]
     S = ks[1 - bdim]
     if ks[bdim] != n or vs[bdim] != n or vs[1 - bdim] != S:
-        raise ValueError(f"MultiheadAttention: query {tuple(query.shape)}, key "
-                         f"{tuple(key.shape)} and value {tuple(value.shape)} don't agree on "
-                         f"batch size / source length (batch_first={batch_first})")
+        raise ArgumentError(f"MultiheadAttention: query {tuple(query.shape)}, key "
+                            f"{tuple(key.shape)} and value {tuple(value.shape)} don't agree on "
+                            f"batch size / source length (batch_first={batch_first})")
     if E % num_heads:
-        raise ValueError(f"embed_dim {E} not divisible by num_heads {num_heads}")
+        raise ArgumentError(f"embed_dim {E} not divisible by num_heads {num_heads}")
     hd = E // num_heads
     q, k, v = _mha_in_projection(query, key, value, E, in_proj_weight, in_proj_bias,
                                  use_separate_proj_weight, q_proj_weight, k_proj_weight,
@@ -1156,19 +1158,19 @@ def _mha_masks(attn_mask, key_padding_mask, is_causal, n, num_heads, L, S, devic
     if attn_mask is not None:
         if attn_mask.ndim == 2:
             if tuple(attn_mask.shape) != (L, S):
-                raise ValueError(f"The shape of the 2D attn_mask is {tuple(attn_mask.shape)}, "
-                                 f"but should be {(L, S)}.")
+                raise ArgumentError(f"The shape of the 2D attn_mask is {tuple(attn_mask.shape)}, "
+                                    f"but should be {(L, S)}.")
         elif attn_mask.ndim == 3:
             if tuple(attn_mask.shape) != (n * num_heads, L, S):
-                raise ValueError(f"The shape of the 3D attn_mask is {tuple(attn_mask.shape)}, "
-                                 f"but should be {(n * num_heads, L, S)}.")
+                raise ArgumentError(f"The shape of the 3D attn_mask is {tuple(attn_mask.shape)}, "
+                                    f"but should be {(n * num_heads, L, S)}.")
             attn_mask = F.reshape(attn_mask, (n, num_heads, L, S))
         else:
-            raise ValueError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
+            raise ArgumentError(f"attn_mask's dimension {attn_mask.ndim} is not supported")
     if key_padding_mask is not None:
         if tuple(key_padding_mask.shape) != (n, S):
-            raise ValueError(f"expected key_padding_mask of shape {(n, S)}, got "
-                             f"{tuple(key_padding_mask.shape)}")
+            raise ArgumentError(f"expected key_padding_mask of shape {(n, S)}, got "
+                                f"{tuple(key_padding_mask.shape)}")
         key_padding_mask = F.reshape(key_padding_mask, (n, 1, 1, S))
     return attn_mask, key_padding_mask
 
@@ -1218,14 +1220,14 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 def prelu(input, weight):
     """max(0, x) + weight · min(0, x); a weight of C entries applies per channel (dim 1)."""
     if weight.ndim > 1:
-        raise ValueError(f"prelu: expected weight to be a scalar or 1D tensor, got shape "
-                         f"{tuple(weight.shape)}")
+        raise ArgumentError(f"prelu: expected weight to be a scalar or 1D tensor, got shape "
+                            f"{tuple(weight.shape)}")
     k = math.prod(weight.shape)
     if k != 1:
         c = input.shape[1] if input.ndim > 1 else 1
         if input.ndim == 0 or c != k:
-            raise ValueError(f"prelu: weight of {k} parameters doesn't match the channel size "
-                             f"{c} of input of shape {tuple(input.shape)}")
+            raise ArgumentError(f"prelu: weight of {k} parameters doesn't match the channel size "
+                                f"{c} of input of shape {tuple(input.shape)}")
         w = F.reshape(weight, (k,) + (1,) * (input.ndim - 2))
     else:
         w = F.reshape(weight, ())
@@ -1242,7 +1244,7 @@ def gelu(input, approximate="none"):
     if approximate == "tanh":
         inner = (input + input * input * input * 0.044715) * _SQRT_2_OVER_PI
         return input * (F.tanh(inner) + 1.0) * 0.5
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
 def silu(input, inplace=False):
@@ -1290,7 +1292,7 @@ def celu(input, alpha=1.0, inplace=False):
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     if min_val > max_val:
-        raise ValueError("hardtanh: min_val cannot be greater than max_val")
+        raise ArgumentError("hardtanh: min_val cannot be greater than max_val")
     # where-based so the gradient is 0 at the bounds, as PyTorch's
     out = F.where(input <= min_val, min_val, F.where(input >= max_val, max_val, input))
     return _maybe_inplace(input, out, inplace, "hardtanh_")
@@ -1321,7 +1323,7 @@ def tanhshrink(input):
 def glu(input, dim=-1):
     a, b = F.chunk(input, 2, dim)
     if a.shape != b.shape:
-        raise ValueError(f"glu: halving dimension must be even, got shape {tuple(input.shape)}")
+        raise ArgumentError(f"glu: halving dimension must be even, got shape {tuple(input.shape)}")
     return a * F.sigmoid(b)
 
 
@@ -1369,29 +1371,29 @@ def _class_targets(input, target, op):
     """-> (input with a class dim 1, target, unbatched flag) after shape checks."""
     if input.ndim == 1:
         if target.ndim != 0:
-            raise ValueError(f"{op}: for unbatched input of shape {tuple(input.shape)} the "
-                             f"target must be 0-D, got shape {tuple(target.shape)}")
+            raise ArgumentError(f"{op}: for unbatched input of shape {tuple(input.shape)} the "
+                                f"target must be 0-D, got shape {tuple(target.shape)}")
         return F.unsqueeze(input, 0), F.unsqueeze(target, 0), True
     shp = input.shape
     want = (shp[0],) + shp[2:]
     if tuple(target.shape) != want:
-        raise ValueError(f"{op}: expected target of shape {want} for input of shape "
-                         f"{tuple(input.shape)}, got {tuple(target.shape)}")
+        raise ArgumentError(f"{op}: expected target of shape {want} for input of shape "
+                            f"{tuple(input.shape)}, got {tuple(target.shape)}")
     return input, target, False
 
 
 def _nll(logp, target, weight, ignore_index, reduction, op):
     """-logp picked at the target class; (N, 1, *) layout until the reduction."""
     if target.dtype.kind not in "iu":
-        raise TypeError(f"{op}: expected integer class-index targets, got {target.dtype}")
+        raise DTypeError(f"{op}: expected integer class-index targets, got {target.dtype}")
     logp, target, unbatched = _class_targets(logp, target, op)
     c = logp.shape[1]
     if weight is not None and tuple(weight.shape) != (c,):
-        raise ValueError(f"{op}: weight of shape {tuple(weight.shape)} should have {c} "
-                         f"elements (one per class)")
+        raise ArgumentError(f"{op}: weight of shape {tuple(weight.shape)} should have {c} "
+                            f"elements (one per class)")
     if weight is None:
         if reduction not in ("none", "sum", "mean"):
-            raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction")
+            raise ArgumentError(f"{op}: {reduction!r} is not a valid value for reduction")
         shape = tuple(target.shape) if reduction == "none" else ()
         loss = record(P.nll, (logp, target), (int(ignore_index), reduction), shape,
                       logp.dtype)
@@ -1417,7 +1419,7 @@ def _nll(logp, target, weight, ignore_index, reduction, op):
     if reduction == "mean":
         denom = F.sum(wt) if wt is not None else F.sum(F.to_dtype(keep, loss.dtype))
         return F.sum(loss) / denom
-    raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction")
+    raise ArgumentError(f"{op}: {reduction!r} is not a valid value for reduction")
 
 
 def _check_targets(target, c, ignore_index, op, logp, out):
@@ -1440,15 +1442,15 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     _check_float(input, "cross_entropy")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
-                         f"{label_smoothing}")
+        raise ArgumentError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
+                            f"{label_smoothing}")
     cdim = 1 if input.ndim >= 2 else 0
     c = input.shape[cdim]
     logp = F.log_softmax(input, cdim)
     if target.dtype.is_floating_point:
         if tuple(target.shape) != tuple(input.shape):
-            raise ValueError(f"cross_entropy: probability targets must have the input's shape "
-                             f"{tuple(input.shape)}, got {tuple(target.shape)}")
+            raise ArgumentError(f"cross_entropy: probability targets must have the input's shape "
+                                f"{tuple(input.shape)}, got {tuple(target.shape)}")
         if label_smoothing > 0:
             target = target * (1.0 - label_smoothing) + label_smoothing / c
         prod = logp * target
@@ -1483,8 +1485,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 def _check_same_shape(input, target, op):
     if tuple(input.shape) != tuple(target.shape):
-        raise ValueError(f"{op}: target size {tuple(target.shape)} must be the same as input "
-                         f"size {tuple(input.shape)}")
+        raise ArgumentError(f"{op}: target size {tuple(target.shape)} must be the same as input "
+                            f"size {tuple(input.shape)}")
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
@@ -1507,7 +1509,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if beta < 0:
-        raise ValueError("smooth_l1_loss does not support negative values for beta.")
+        raise ArgumentError("smooth_l1_loss does not support negative values for beta.")
     d = input - target
     ad = F.abs(d)
     if beta == 0.0:
@@ -1518,7 +1520,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
-        raise ValueError("huber_loss does not support non-positive values for delta.")
+        raise ArgumentError("huber_loss does not support non-positive values for delta.")
     d = input - target
     ad = F.abs(d)
     loss = F.where(ad < delta, d * d * 0.5, (ad - 0.5 * delta) * delta)

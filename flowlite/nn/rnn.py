@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ..extend import ArgumentError, DTypeError
 from ..extend import ops as F, random as R, scan
 from . import init
 from .module import Module, Parameter
@@ -22,11 +23,11 @@ class RNNBase(Module):
                  batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
         super().__init__()
         if not isinstance(hidden_size, int) or hidden_size <= 0:
-            raise ValueError(f"hidden_size must be a positive integer, got {hidden_size!r}")
+            raise ArgumentError(f"hidden_size must be a positive integer, got {hidden_size!r}")
         if not isinstance(num_layers, int) or num_layers <= 0:
-            raise ValueError(f"num_layers must be a positive integer, got {num_layers!r}")
+            raise ArgumentError(f"num_layers must be a positive integer, got {num_layers!r}")
         if not 0 <= dropout <= 1:
-            raise ValueError(f"dropout should be a number in range [0, 1], got {dropout}")
+            raise ArgumentError(f"dropout should be a number in range [0, 1], got {dropout}")
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -83,11 +84,11 @@ class RNNBase(Module):
     # -- forward --------------------------------------------------------------------------
     def _check_input(self, x):
         if x.ndim not in (2, 3):
-            raise ValueError(f"{type(self).__name__}: expected input of 2 (unbatched) or 3 "
-                             f"dimensions, got shape {tuple(x.shape)}")
+            raise ArgumentError(f"{type(self).__name__}: expected input of 2 (unbatched) or 3 "
+                                f"dimensions, got shape {tuple(x.shape)}")
         if x.shape[-1] != self.input_size:
-            raise ValueError(f"{type(self).__name__}: input.size(-1) must be equal to "
-                             f"input_size. Expected {self.input_size}, got {x.shape[-1]}")
+            raise ArgumentError(f"{type(self).__name__}: input.size(-1) must be equal to "
+                                f"input_size. Expected {self.input_size}, got {x.shape[-1]}")
 
     def _zeros_state(self, batch, x):
         dirs = 2 if self.bidirectional else 1
@@ -98,8 +99,8 @@ class RNNBase(Module):
         dirs = 2 if self.bidirectional else 1
         want = (self.num_layers * dirs, batch, self.hidden_size)
         if tuple(h.shape) != want:
-            raise ValueError(f"{type(self).__name__}: expected {name} size {want}, got "
-                             f"{tuple(h.shape)}")
+            raise ArgumentError(f"{type(self).__name__}: expected {name} size {want}, got "
+                                f"{tuple(h.shape)}")
 
     def forward(self, x, hx=None):
         self._check_input(x)
@@ -118,7 +119,7 @@ class RNNBase(Module):
             c0 = self._zeros_state(batch, x) if is_lstm else None
         elif is_lstm:
             if not isinstance(hx, tuple) or len(hx) != 2:
-                raise TypeError("LSTM: hx must be a tuple (h_0, c_0)")
+                raise DTypeError("LSTM: hx must be a tuple (h_0, c_0)")
             h0, c0 = hx
             self._check_state(h0, batch, "h_0")
             self._check_state(c0, batch, "c_0")
@@ -204,8 +205,8 @@ class RNN(RNNBase):
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,
                  batch_first=False, dropout=0.0, bidirectional=False, device=None, dtype=None):
         if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
-                             "'relu'.")
+            raise ArgumentError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
+                                "'relu'.")
         self.nonlinearity = nonlinearity
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", input_size,
                          hidden_size, num_layers, bias, batch_first, dropout, bidirectional,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+from ...extend import ArgumentError
 from ...extend import dtypes as D, ops as F
 from .. import init
 from ..module import Parameter
@@ -19,7 +20,7 @@ def ntuple(v, n):
         if len(v) == 1:
             return tuple(v) * n
         if len(v) != n:
-            raise ValueError(f"expected an int or a tuple of {n} ints, got {v!r}")
+            raise ArgumentError(f"expected an int or a tuple of {n} ints, got {v!r}")
         return tuple(v)
     return (v,) * n
 

@@ -1,6 +1,7 @@
 """Activation modules (thin wrappers over nn.functional, PyTorch's arguments and reprs)."""
 from __future__ import annotations
 
+from ...extend import ArgumentError
 from .. import functional as Fn
 from .. import init as _init
 from ..module import Module
@@ -69,7 +70,7 @@ class GELU(Module):
     def __init__(self, approximate: str = "none"):
         super().__init__()
         if approximate not in ("none", "tanh"):
-            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
+            raise ArgumentError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
         self.approximate = approximate
 
     def forward(self, input):
@@ -114,7 +115,7 @@ class Hardtanh(Module):
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
         super().__init__()
         if min_val > max_val:
-            raise ValueError("Hardtanh: min_val cannot be greater than max_val")
+            raise ArgumentError("Hardtanh: min_val cannot be greater than max_val")
         self.min_val = min_val
         self.max_val = max_val
         self.inplace = inplace

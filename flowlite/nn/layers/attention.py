@@ -1,6 +1,7 @@
 """MultiheadAttention with PyTorch's parameters, key names and masking conventions."""
 from __future__ import annotations
 
+from ...extend import ArgumentError, DTypeError, LayerArgumentError
 from ...extend import dtypes as D
 from .. import functional as Fn
 from .. import init
@@ -25,8 +26,8 @@ class MultiheadAttention(Module):
                  dtype=None):
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be greater than 0, got "
-                             f"embed_dim={embed_dim} and num_heads={num_heads} instead")
+            raise ArgumentError(f"embed_dim and num_heads must be greater than 0, got "
+                                f"embed_dim={embed_dim} and num_heads={num_heads} instead")
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
         self.vdim = vdim if vdim is not None else embed_dim
@@ -36,7 +37,8 @@ class MultiheadAttention(Module):
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
-            raise ValueError("embed_dim must be divisible by num_heads")
+            raise LayerArgumentError(f"MultiheadAttention: embed_dim ({embed_dim}) must be "
+                                     f"divisible by num_heads ({num_heads})")
         if not self._qkv_same_embed_dim:
             self.q_proj_weight = new_param((embed_dim, embed_dim), dtype, device)
             self.k_proj_weight = new_param((embed_dim, self.kdim), dtype, device)
@@ -80,8 +82,8 @@ class MultiheadAttention(Module):
                 attn_mask=None, average_attn_weights: bool = True, is_causal: bool = False):
         for name, m in (("key_padding_mask", key_padding_mask), ("attn_mask", attn_mask)):
             if m is not None and m.dtype is not D.bool_ and not m.dtype.is_floating_point:
-                raise TypeError(f"MultiheadAttention: only bool and floating types of {name} "
-                                f"are supported, got {m.dtype}")
+                raise DTypeError(f"MultiheadAttention: only bool and floating types of {name} "
+                                 f"are supported, got {m.dtype}")
         return Fn.multi_head_attention_forward(
             query, key, value, self.num_heads, self.in_proj_weight, self.in_proj_bias,
             self.bias_k, self.bias_v, self.add_zero_attn, self.dropout, self.out_proj.weight,

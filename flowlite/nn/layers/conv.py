@@ -6,6 +6,7 @@ Weights: convolution (out_channels, in_channels/groups, *kernel); transposed con
 from __future__ import annotations
 
 
+from ...extend import ArgumentError
 from .. import functional as Fn
 from ..module import Module
 from ._util import ntuple, reset_kaiming_uniform, weight_and_bias
@@ -24,16 +25,16 @@ class _ConvNd(Module):
         nd = self._nd
         name = type(self).__name__
         if groups <= 0:
-            raise ValueError(f"{name}: groups must be a positive integer")
+            raise ArgumentError(f"{name}: groups must be a positive integer")
         if in_channels % groups:
-            raise ValueError(f"{name}: in_channels ({in_channels}) must be divisible by groups "
-                             f"({groups})")
+            raise ArgumentError(f"{name}: in_channels ({in_channels}) must be divisible by groups "
+                                f"({groups})")
         if out_channels % groups:
-            raise ValueError(f"{name}: out_channels ({out_channels}) must be divisible by "
-                             f"groups ({groups})")
+            raise ArgumentError(f"{name}: out_channels ({out_channels}) must be divisible by "
+                                f"groups ({groups})")
         if padding_mode not in _PADDING_MODES:
-            raise ValueError(f"{name}: padding_mode must be one of {_PADDING_MODES}, but got "
-                             f"padding_mode='{padding_mode}'")
+            raise ArgumentError(f"{name}: padding_mode must be one of {_PADDING_MODES}, but got "
+                                f"padding_mode='{padding_mode}'")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = ntuple(kernel_size, nd)
@@ -41,11 +42,11 @@ class _ConvNd(Module):
         self.dilation = ntuple(dilation, nd)
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
-                raise ValueError(f"{name}: invalid padding string {padding!r}, should be one "
-                                 f"of ['valid', 'same']")
+                raise ArgumentError(f"{name}: invalid padding string {padding!r}, should be one "
+                                    f"of ['valid', 'same']")
             if padding == "same" and any(s != 1 for s in self.stride):
-                raise ValueError(f"{name}: padding='same' is not supported for strided "
-                                 f"convolutions")
+                raise ArgumentError(f"{name}: padding='same' is not supported for strided "
+                                    f"convolutions")
             self.padding = padding
         else:
             self.padding = ntuple(padding, nd)
@@ -126,10 +127,10 @@ class _ConvTransposeNd(_ConvNd):
                  output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
                  device=None, dtype=None):
         if padding_mode != "zeros":
-            raise ValueError(f'Only "zeros" padding mode is supported for '
-                             f'{type(self).__name__}')
+            raise ArgumentError(f'Only "zeros" padding mode is supported for '
+                                f'{type(self).__name__}')
         if isinstance(padding, str):
-            raise ValueError(f"{type(self).__name__}: string padding is not supported")
+            raise ArgumentError(f"{type(self).__name__}: string padding is not supported")
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, output_padding, device, dtype)
 
@@ -139,8 +140,8 @@ class _ConvTransposeNd(_ConvNd):
         nd = self._nd
         output_size = list(output_size)[-nd:]
         if len(output_size) != nd:
-            raise ValueError(f"output_size must have {nd} or {nd + 2} elements "
-                             f"(got {len(output_size)})")
+            raise ArgumentError(f"output_size must have {nd} or {nd + 2} elements "
+                                f"(got {len(output_size)})")
         res = []
         for i in range(nd):
             n_in = input.shape[input.ndim - nd + i]
@@ -148,9 +149,9 @@ class _ConvTransposeNd(_ConvNd):
                 self.dilation[i] * (self.kernel_size[i] - 1) + 1
             hi = lo + self.stride[i] - 1
             if not lo <= output_size[i] <= hi:
-                raise ValueError(f"requested an output size of {output_size}, but valid sizes "
-                                 f"range from {lo} to {hi} (for an input of "
-                                 f"{tuple(input.shape[2:])})")
+                raise ArgumentError(f"requested an output size of {output_size}, but valid sizes "
+                                    f"range from {lo} to {hi} (for an input of "
+                                    f"{tuple(input.shape[2:])})")
             res.append(output_size[i] - lo)
         return tuple(res)
 

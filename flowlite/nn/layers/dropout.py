@@ -2,6 +2,7 @@
 identity in eval mode."""
 from __future__ import annotations
 
+from ...extend import ArgumentError
 from .. import functional as Fn
 from ..module import Module
 
@@ -10,7 +11,7 @@ class _DropoutNd(Module):
     def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
         if not 0.0 <= p <= 1.0:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+            raise ArgumentError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p = p
         self.inplace = inplace
 

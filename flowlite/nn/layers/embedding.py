@@ -1,6 +1,7 @@
 """Embedding: a lookup table, weight (num_embeddings, embedding_dim) ~ N(0, 1)."""
 from __future__ import annotations
 
+from ...extend import ArgumentError
 from ...extend import Tensor, no_grad, share
 from .. import functional as Fn
 from .. import init
@@ -21,10 +22,10 @@ class Embedding(Module):
         if padding_idx is not None:
             if padding_idx > 0:
                 if padding_idx >= num_embeddings:
-                    raise ValueError("Padding_idx must be within num_embeddings")
+                    raise ArgumentError("Padding_idx must be within num_embeddings")
             elif padding_idx < 0:
                 if padding_idx < -num_embeddings:
-                    raise ValueError("Padding_idx must be within num_embeddings")
+                    raise ArgumentError("Padding_idx must be within num_embeddings")
                 padding_idx = num_embeddings + padding_idx
         self.padding_idx = padding_idx
         self.max_norm = max_norm
@@ -36,8 +37,8 @@ class Embedding(Module):
             self.reset_parameters()
         else:
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ValueError("Shape of weight does not match num_embeddings and "
-                                 "embedding_dim")
+                raise ArgumentError("Shape of weight does not match num_embeddings and "
+                                    "embedding_dim")
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
     def reset_parameters(self) -> None:
@@ -71,7 +72,7 @@ class Embedding(Module):
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
                         norm_type=2.0, scale_grad_by_freq=False, sparse=False):
         if not isinstance(embeddings, Tensor) or embeddings.ndim != 2:
-            raise ValueError("Embeddings parameter is expected to be a 2-dimensional tensor")
+            raise ArgumentError("Embeddings parameter is expected to be a 2-dimensional tensor")
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
                    _weight=share(embeddings), _freeze=freeze)

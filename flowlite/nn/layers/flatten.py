@@ -1,6 +1,7 @@
 """Flatten and Unflatten."""
 from __future__ import annotations
 
+from ...extend import DTypeError
 from ...extend import ops as F
 from ..module import Module
 
@@ -22,7 +23,7 @@ class Unflatten(Module):
     def __init__(self, dim, unflattened_size):
         super().__init__()
         if not isinstance(unflattened_size, (tuple, list)):
-            raise TypeError("unflattened_size must be a tuple of ints")
+            raise DTypeError("unflattened_size must be a tuple of ints")
         self.dim = dim
         self.unflattened_size = tuple(unflattened_size)
 

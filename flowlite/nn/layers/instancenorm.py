@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 
+from ...extend import ArgumentError
 from ...extend import dtypes as D, no_grad, ops as F
 from .. import functional as Fn
 from ..module import Module
@@ -56,16 +57,16 @@ class _InstanceNorm(Module):
         k = self._spatial
         name = type(self).__name__
         if input.ndim not in (k + 1, k + 2):
-            raise ValueError(f"{name}: expected {k + 1}D (unbatched) or {k + 2}D (batched) "
-                             f"input, got {input.ndim}D input of shape {tuple(input.shape)}")
+            raise ArgumentError(f"{name}: expected {k + 1}D (unbatched) or {k + 2}D (batched) "
+                                f"input, got {input.ndim}D input of shape {tuple(input.shape)}")
         unbatched = input.ndim == k + 1
         c = input.shape[0 if unbatched else 1]
         if c != self.num_features:
             if self.affine:
-                raise ValueError(f"{name}: expected input's size at dim "
-                                 f"{0 if unbatched else 1} to match num_features "
-                                 f"({self.num_features}), but got input of shape "
-                                 f"{tuple(input.shape)}")
+                raise ArgumentError(f"{name}: expected input's size at dim "
+                                    f"{0 if unbatched else 1} to match num_features "
+                                    f"({self.num_features}), but got input of shape "
+                                    f"{tuple(input.shape)}")
             warnings.warn(f"input's size at dim {0 if unbatched else 1} does not match "
                           f"num_features. You can silence this warning by not passing in "
                           f"num_features, which is not used because affine=False")

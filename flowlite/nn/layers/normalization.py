@@ -6,6 +6,7 @@ and the update is part of the training step's one executable.
 """
 from __future__ import annotations
 
+from ...extend import ArgumentError
 from ...extend import dtypes as D, no_grad, ops as F
 from .. import functional as Fn
 from .. import init
@@ -51,8 +52,8 @@ class _BatchNorm(Module):
     def _check_input_dim(self, input):
         if input.ndim not in self._expected_dims:
             want = " or ".join(f"{d}D" for d in self._expected_dims)
-            raise ValueError(f"{type(self).__name__}: expected {want} input (got {input.ndim}D "
-                             f"input of shape {tuple(input.shape)})")
+            raise ArgumentError(f"{type(self).__name__}: expected {want} input (got {input.ndim}D "
+                                f"input of shape {tuple(input.shape)})")
 
     def forward(self, input):
         self._check_input_dim(input)
@@ -137,7 +138,7 @@ class GroupNorm(Module):
                  affine: bool = True, device=None, dtype=None, *, bias: bool = True):
         super().__init__()
         if num_channels % num_groups:
-            raise ValueError("num_channels must be divisible by num_groups")
+            raise ArgumentError("num_channels must be divisible by num_groups")
         self.num_groups = num_groups
         self.num_channels = num_channels
         self.eps = eps

@@ -5,6 +5,7 @@ tuple ordered (left, right[, top, bottom[, front, back]]).
 """
 from __future__ import annotations
 
+from ...extend import ArgumentError
 from .. import functional as Fn
 from ..module import Module
 
@@ -20,8 +21,8 @@ class _Pad(Module):
             padding = (padding,) * n
         padding = tuple(padding)
         if len(padding) != n or not all(isinstance(p, int) for p in padding):
-            raise ValueError(f"{type(self).__name__}: padding must be an int or a tuple of {n} "
-                             f"ints, got {padding!r}")
+            raise ArgumentError(f"{type(self).__name__}: padding must be an int or a tuple of {n} "
+                                f"ints, got {padding!r}")
         self.padding = padding
 
     def forward(self, input):

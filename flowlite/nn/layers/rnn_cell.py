@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ...extend import ArgumentError, DTypeError
 from ...extend import ops as F
 from .. import init
 from ..module import Module
@@ -20,8 +21,8 @@ class RNNCellBase(Module):
         super().__init__()
         for what, v in (("input_size", input_size), ("hidden_size", hidden_size)):
             if not isinstance(v, int) or v < 0:
-                raise ValueError(f"{type(self).__name__}: {what} must be a non-negative "
-                                 f"integer, got {v!r}")
+                raise ArgumentError(f"{type(self).__name__}: {what} must be a non-negative "
+                                    f"integer, got {v!r}")
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.bias = bias
@@ -54,7 +55,7 @@ class RNNCellBase(Module):
         """(x as (N, in), whether the call was unbatched), checked as PyTorch checks it."""
         name = type(self).__name__
         if x.ndim not in (1, 2):
-            raise ValueError(f"{name}: Expected input to be 1D or 2D, got {x.ndim}D instead")
+            raise ArgumentError(f"{name}: Expected input to be 1D or 2D, got {x.ndim}D instead")
         if x.shape[-1] != self.input_size:
             raise RuntimeError(f"{name}: input has inconsistent input_size: got "
                                f"{x.shape[-1]} expected {self.input_size} (input shape "
@@ -68,7 +69,7 @@ class RNNCellBase(Module):
         if h is None:
             return F.zeros(x.shape[0], self.hidden_size, dtype=x.dtype, device=x.device)
         if h.ndim not in (1, 2):
-            raise ValueError(f"{name}: Expected {label} to be 1D or 2D, got {h.ndim}D instead")
+            raise ArgumentError(f"{name}: Expected {label} to be 1D or 2D, got {h.ndim}D instead")
         if (h.ndim == 1) != unbatched:
             raise RuntimeError(f"{name}: for {'un' if unbatched else ''}batched "
                                f"{x.ndim - unbatched}-D input, {label} should also be "
@@ -96,8 +97,8 @@ class RNNCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
                  dtype=None):
         if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"RNNCell: unknown nonlinearity {nonlinearity!r}; select "
-                             "'tanh' or 'relu'")
+            raise ArgumentError(f"RNNCell: unknown nonlinearity {nonlinearity!r}; select "
+                                "'tanh' or 'relu'")
         super().__init__(input_size, hidden_size, bias, 1, device, dtype)
         self.nonlinearity = nonlinearity
 
@@ -126,7 +127,7 @@ class LSTMCell(RNNCellBase):
             h = c = self._state(None, x, unbatched, "hx[0]")
         else:
             if not isinstance(hx, (tuple, list)) or len(hx) != 2:
-                raise TypeError("LSTMCell: hx must be a tuple (h_0, c_0)")
+                raise DTypeError("LSTMCell: hx must be a tuple (h_0, c_0)")
             h = self._state(hx[0], x, unbatched, "hx[0]")
             c = self._state(hx[1], x, unbatched, "hx[1]")
         gi, gh = self._gates(x, h)
