@@ -36,7 +36,8 @@ from .frontend.views import (reshape, flatten, ravel, unflatten, squeeze, unsque
                              transpose, swapaxes, swapdims, movedim, moveaxis, t, narrow, select,
                              split, chunk, unbind, broadcast_to, diagonal, as_strided)
 from .frontend.random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm,
-                              rand_like, randn_like, get_rng_state, set_rng_state, multinomial)
+                              rand_like, randn_like, get_rng_state, set_rng_state, multinomial,
+                              normal)
 from .engine.tape import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 from .engine import executor as _executor
 from .engine.metrics import user_site as _user_site

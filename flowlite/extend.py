@@ -50,7 +50,7 @@ from .engine.errors import (ArgumentError, DTypeError, IndexRangeError, IndexSha
                             LayerArgumentError, UnsupportedError, UnsupportedModeError)
 from .engine.ir import Prim
 from .engine.mesh import put
-from .engine.metrics import user_site
+from .engine.metrics import user_site, user_stacklevel
 from .frontend.tensor import Size, Tensor, from_jax, from_numpy, tensor
 from .engine.tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .frontend.recording import (host_scalar, rebind, record, record_into, set_value, share,
@@ -65,10 +65,11 @@ __all__ = ["Tensor", "Size", "ops", "prims", "random", "dtypes", "scan", "no_gra
            "enable_grad", "is_grad_enabled", "set_grad_enabled", "from_numpy", "from_jax",
            "tensor", "Prim", "primitive", "record", "record_into", "rebind", "set_value",
            "share", "share_into", "host_scalar", "is_pending", "device_array", "sync",
-           "user_site", "register_guard", "Device", "device", "put", "Mesh", "data_parallel",
-           "shard_batch", "global_batch", "check_index", "checks_enabled", "on_clear_cache",
-           "conv", "conv_input_grad", "reduce_window", "slice_strided", "pad_general",
-           "take_along"]
+           "user_site", "user_stacklevel", "register_guard", "Device", "device", "put", "Mesh",
+           "data_parallel", "shard_batch", "global_batch", "check_index", "checks_enabled",
+           "on_clear_cache", "conv", "conv_input_grad", "reduce_window", "slice_strided",
+           "pad_general", "take_along", "ArgumentError", "DTypeError", "IndexRangeError",
+           "IndexShapeError", "LayerArgumentError", "UnsupportedError", "UnsupportedModeError"]
 
 _DATA = _ir.DATA
 

@@ -149,6 +149,7 @@ CASES = {
     "register_buffer_bad": lambda L: L.nn.Module().register_buffer("a.b", T(L,2)),
     "pixel_shuffle_bad": lambda L: L.nn.functional.pixel_shuffle(T(L,1,3,2,2), 2),
     "unfold_bad": lambda L: T(L,5).unfold(0, 7, 1),
+    "normal_neg_std": lambda L: L.normal(0.0, -1.0, (2,)),
     "randint_bad": lambda L: L.randint(5, 2, (3,)),
     "randperm_neg": lambda L: L.randperm(-1),
     "searchsorted_dims": lambda L: L.searchsorted(T(L,2,3), T(L,3,1)),

@@ -77,3 +77,54 @@ def test_ravel_is_a_view_when_contiguous_and_a_copy_otherwise_as_in_pytorch():
         r[0] = 9
         assert x.tolist() == [[9, 1, 2], [3, 4, 5]]
         assert lib.ravel(x.t()).tolist() == [9, 3, 1, 4, 2, 5]
+
+
+def test_optimizers_accept_pytorchs_implementation_flags():
+    p = fl.nn.Parameter(fl.ones(2))
+    for name in ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam"):
+        opt = getattr(fl.optim, name)([p], lr=0.1, foreach=False, fused=False, capturable=False)
+        assert opt.param_groups[0]["lr"] == 0.1
+    for name in ("Adam", "SGD", "RAdam"):
+        with pytest.raises(ValueError, match="differentiable=True is not supported"):
+            getattr(fl.optim, name)([p], differentiable=True)
+
+
+def test_lstm_takes_its_state_as_any_pair_like_pytorch():
+    out = []
+    for lib in (torch, fl):
+        lib.manual_seed(0)
+        m = lib.nn.LSTM(3, 4)
+        sd = {k: v.detach().numpy() for k, v in m.state_dict().items()} if lib is torch \
+            else None
+        out.append((m, sd))
+    fl_m = out[1][0]
+    fl_m.load_state_dict({k: fl.tensor(v) for k, v in out[0][1].items()})
+    x = np.linspace(-1, 1, 30, dtype=np.float32).reshape(5, 2, 3)
+    h = [np.full((1, 2, 4), 0.1, np.float32), np.full((1, 2, 4), -0.2, np.float32)]
+    want = out[0][0](torch.tensor(x), [torch.tensor(a) for a in h])[0].detach().numpy()
+    got = fl_m(fl.tensor(x), [fl.tensor(a) for a in h])[0].numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_dropout2d_on_a_2d_input_warns_and_drops_elements_as_pytorch_2_13():
+    d = fl.nn.Dropout2d(0.5)
+    d.train()
+    with pytest.warns(UserWarning, match="2-D input to dropout2d"):
+        y = d(fl.ones(64, 64))
+    vals = set(np.unique(y.numpy()).tolist())
+    assert vals == {0.0, 2.0}
+    rows_mixed = (y.numpy().min(1) == 0) & (y.numpy().max(1) == 2)
+    assert rows_mixed.any()                  # element-wise, not whole rows dropped
+
+
+def test_normal_forms_shapes_statistics_and_zero_gradients():
+    fl.manual_seed(0)
+    assert tuple(fl.normal(fl.zeros(2, 1), fl.ones(3)).shape) == (2, 3)
+    assert tuple(fl.normal(0.0, 2.0, (2, 3)).shape) == (2, 3)
+    x = fl.normal(5.0, 2.0, (20000,)).numpy()
+    assert abs(x.mean() - 5.0) < 0.1 and abs(x.std() - 2.0) < 0.1
+    for lib in (torch, fl):
+        m = lib.zeros(3, requires_grad=True)
+        y = lib.normal(m, 1.0)
+        y.sum().backward()
+        assert y.requires_grad and m.grad.tolist() == [0.0, 0.0, 0.0]

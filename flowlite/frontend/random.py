@@ -1,10 +1,10 @@
 """Device-resident randomness.
 
 Layer: frontend — imports engine.device, engine.dtypes, engine.errors, engine.ir, engine.mesh,
-engine.runtime, ops, primitives, tensor. The seed key is device data (one per device) and every
-draw folds a host draw counter (`rt.rng_draws`, entering the graph as data) into it inside the
-graph, so masks differ every step, are reproducible per seed, nothing recompiles, and the seed
-is never baked into a program.
+engine.runtime, ops, ops._core, primitives, tensor. The seed key is device data (one per device)
+and every draw folds a host draw counter (`rt.rng_draws`, entering the graph as data) into it
+inside the graph, so masks differ every step, are reproducible per seed, nothing recompiles, and
+the seed is never baked into a program.
 """
 from __future__ import annotations
 
@@ -18,6 +18,9 @@ from ..engine.device import default_device
 from ..engine.ir import scalar_node
 from ..engine.mesh import put
 from .ops import _dev, reshape
+from .ops import broadcast_shapes as _broadcast_shapes, broadcast_to as _broadcast_to
+from .ops import full_like as _full_like, zeros_like as _zeros_like
+from .ops._core import pointwise
 from ..engine.runtime import rt
 from .tensor import Tensor, apply, from_jax, from_numpy
 
@@ -194,6 +197,38 @@ def bernoulli_mask(shape, p_keep, dtype=None, device=None):
     """Bool mask with P(True) = p_keep; p_keep may be a Python float (data, never baked)."""
     u = rand(shape, dtype=dtype, device=device)
     return u < p_keep
+
+
+def _normal_vjp(a, i, o, g):
+    # PyTorch's derivative of normal() with respect to mean and std is zero (the draw is not
+    # reparameterised): zeros, not None, so `.grad` is set as in PyTorch
+    m, sd, _ = i
+    return _zeros_like(m), _zeros_like(sd), None
+
+
+_normal_p = pointwise("normal", lambda a, m, sd, z: m + sd * z, _normal_vjp)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False):
+    """torch.normal: mean and std are tensors (broadcast together) or numbers (then `size`
+    gives the shape)."""
+    if not isinstance(std, Tensor) and std < 0:
+        raise ArgumentError(f"normal expects std >= 0.0, but found std {std}")
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    if not tensors:
+        if size is None:
+            raise TypeError("normal(): with a float mean and std, size is required")
+        z = randn(*_shape((size,) if isinstance(size, int) else tuple(size), "normal"),
+                  generator=generator, dtype=dtype, device=device)
+        out = z * float(std) + float(mean)
+        return out.requires_grad_(True) if requires_grad else out
+    like = tensors[0]
+    m = mean if isinstance(mean, Tensor) else _full_like(like, mean)
+    sd = std if isinstance(std, Tensor) else _full_like(like, std)
+    shape = _broadcast_shapes(m.shape, sd.shape, op="normal")
+    z = randn(*shape, generator=generator, dtype=like.dtype, device=like.device)
+    return apply(_normal_p, (_broadcast_to(m, shape), _broadcast_to(sd, shape), z))
 
 
 def multinomial(input, num_samples, replacement=False, generator=None):  # noqa: A002

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -552,6 +553,12 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
+    if input.ndim == 2:     # PyTorch 2.13: deprecated, warns and drops elements
+        warnings.warn("dropout2d: Received a 2-D input to dropout2d, which is deprecated and "
+                      "will result in an error in a future release. To retain the behavior and "
+                      "silence this warning, please use dropout instead.",
+                      stacklevel=X.user_stacklevel())
+        return dropout(input, p, training, inplace)
     return _channel_dropout(input, p, training, inplace, 4, "dropout2d")
 
 

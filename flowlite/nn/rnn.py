@@ -118,7 +118,7 @@ class RNNBase(Module):
             h0 = self._zeros_state(batch, x)
             c0 = self._zeros_state(batch, x) if is_lstm else None
         elif is_lstm:
-            if not isinstance(hx, tuple) or len(hx) != 2:
+            if not isinstance(hx, (tuple, list)) or len(hx) != 2:     # any pair, as PyTorch
                 raise DTypeError("LSTM: hx must be a tuple (h_0, c_0)")
             h0, c0 = hx
             self._check_state(h0, batch, "h_0")

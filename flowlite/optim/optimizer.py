@@ -17,6 +17,8 @@ hyper-parameter tensors of that step are reused as they are.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import weakref
 from typing import Any, NamedTuple
 
@@ -25,7 +27,7 @@ import jax.numpy as jnp
 import optax
 
 from .. import extend
-from . import torch_state
+from . import _checks, torch_state
 from ..extend import (Tensor, dtypes as D, from_jax, no_grad, rebind, record_into, share,
                       user_site)
 
@@ -132,6 +134,27 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
+_IMPLEMENTATION_FLAGS = ("foreach", "fused", "capturable", "differentiable")
+
+
+def _accepting_implementation_flags(init, name):
+    """`init`, taking PyTorch's implementation switches it does not declare itself: foreach,
+    fused and capturable choose kernels in PyTorch and change no result (accepted);
+    differentiable=True is refused, as `_checks.check_differentiable` does."""
+    own = set(inspect.signature(init).parameters)
+    extra = [f for f in _IMPLEMENTATION_FLAGS if f not in own]
+    if not extra:
+        return init
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        flags = {f: kwargs.pop(f) for f in extra if f in kwargs}
+        if flags.get("differentiable"):
+            _checks.check_differentiable({"differentiable": True}, name)
+        init(self, *args, **kwargs)
+    return __init__
+
+
 class Optimizer:
     """Base class.  Subclasses implement `_transform(group)` returning
     (factory, hyper: dict name->float, static: dict) where `factory(**hyper,
@@ -146,6 +169,14 @@ class Optimizer:
     _torch_state_names: dict | None = None
     # names of per-parameter state for `optimizer.state` when state_dict keeps flowlite's layout
     _param_state_names: dict | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        # every optimizer accepts PyTorch's implementation switches (foreach, fused,
+        # capturable): a flowlite update is already one fused, captured program
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            cls.__init__ = _accepting_implementation_flags(init, cls.__name__)
 
     def __init__(self, params, defaults: dict):
         self.defaults = dict(defaults)
