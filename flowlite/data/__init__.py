@@ -32,6 +32,7 @@ from .datasets import (
     read_idx,
     stdlib_text,
 )
+from . import datasets as _datasets
 from .generator import Generator
 from .loader import DataLoader, WorkerInfo, get_worker_info
 from .sampler import (
@@ -69,16 +70,5 @@ __all__ = [
     "to_device",
     "default_collate",
     "default_convert",
-    "DatasetError",
-    "DatasetNotFoundError",
-    "load_digits",
-    "digits_split",
-    "read_idx",
-    "load_mnist",
-    "load_cifar10",
-    "stdlib_text",
-    "CharCorpus",
-    "load_text",
-    "LMWindowDataset",
-    "random_windows",
+    *_datasets.__all__,         # the readers of real datasets (flowlite.data.datasets)
 ]

@@ -15,7 +15,40 @@ def _index(idx, n, what):
     return idx + n if idx < 0 else idx
 
 
-class Sequential(Module):
+class _ModuleSequence(Module):
+    """What Sequential and ModuleList share: children keyed "0", "1", ... kept consecutive
+    (as PyTorch renumbers them after a deletion or insertion), length, iteration, append."""
+
+    def _renumber(self, items):
+        self._modules.clear()
+        for i, m in enumerate(items):
+            self.add_module(str(i), m)
+
+    def __delitem__(self, idx):
+        items = list(self._modules.values())
+        if isinstance(idx, slice):
+            del items[idx]
+        else:
+            del items[_index(idx, len(self), type(self).__name__)]
+        self._renumber(items)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def pop(self, index: int = -1):
+        m = self[index]
+        del self[index]
+        return m
+
+
+class Sequential(_ModuleSequence):
     """Modules applied in order; indexable (`seq[0]`, `seq[-1]`) and sliceable (`seq[1:]`)."""
 
     def __init__(self, *args):
@@ -36,25 +69,6 @@ class Sequential(Module):
         key = list(self._modules)[_index(idx, len(self), "Sequential")]
         self.add_module(key, module)
 
-    def __delitem__(self, idx):
-        keys = list(self._modules)
-        if isinstance(idx, slice):
-            for k in keys[idx]:
-                del self._modules[k]
-        else:
-            del self._modules[keys[_index(idx, len(self), "Sequential")]]
-        # PyTorch keeps keys as consecutive indices after deletion
-        items = list(self._modules.values())
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
     def __add__(self, other):
         if not isinstance(other, Sequential):
             raise TypeError(f"add operator supports only objects of Sequential class, but "
@@ -64,10 +78,6 @@ class Sequential(Module):
             out.append(m)
         return out
 
-    def append(self, module) -> "Sequential":
-        self.add_module(str(len(self)), module)
-        return self
-
     def insert(self, index: int, module) -> "Sequential":
         n = len(self)
         if not -n <= index <= n:
@@ -76,9 +86,7 @@ class Sequential(Module):
             index += n
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+        self._renumber(items)
         return self
 
     def extend(self, modules) -> "Sequential":
@@ -86,18 +94,13 @@ class Sequential(Module):
             self.append(m)
         return self
 
-    def pop(self, index: int = -1):
-        m = self[index]
-        del self[index]
-        return m
-
     def forward(self, x):
         for m in self._modules.values():
             x = m(x)
         return x
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     """A list of modules, registered (their parameters belong to the parent)."""
 
     def __init__(self, modules=None):
@@ -113,31 +116,11 @@ class ModuleList(Module):
     def __setitem__(self, idx, module):
         self.add_module(str(_index(idx, len(self), "ModuleList")), module)
 
-    def __delitem__(self, idx):
-        items = list(self._modules.values())
-        if isinstance(idx, slice):
-            del items[idx]
-        else:
-            del items[_index(idx, len(self), "ModuleList")]
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
     def __iadd__(self, modules):
         return self.extend(modules)
 
     def __add__(self, other):
         return ModuleList(list(self) + list(other))
-
-    def append(self, module) -> "ModuleList":
-        self.add_module(str(len(self)), module)
-        return self
 
     def extend(self, modules) -> "ModuleList":
         if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
@@ -149,14 +132,7 @@ class ModuleList(Module):
     def insert(self, index: int, module) -> None:
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
-
-    def pop(self, index: int = -1):
-        m = self[index]
-        del self[index]
-        return m
+        self._renumber(items)
 
     def __repr__(self):
         # runs of identical children are shown once, as PyTorch does: "(0-5): 6 x Block(...)"

@@ -577,6 +577,17 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):
 
 
 # ---- normalisation -----------------------------------------------------------------------------
+def _check_channel_params(op, shp, running_mean, running_var, weight, bias):
+    """The number of channels (dim 1); each per-channel tensor given must have that length."""
+    c = shp[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var),
+                    ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise ArgumentError(f"{op}: {name} of shape {tuple(t.shape)} doesn't match the {c} "
+                                f"channels of input {tuple(shp)}")
+    return c
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """Batch normalisation over (N, C, *).  In training mode the batch statistics normalise and,
@@ -588,12 +599,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if len(shp) < 2:
         raise ArgumentError(f"batch_norm: expected an input with at least 2 dims (N, C, *), got "
                             f"shape {tuple(shp)}")
-    c = shp[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var),
-                    ("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.shape) != (c,):
-            raise ArgumentError(f"batch_norm: {name} of shape {tuple(t.shape)} doesn't match the "
-                                f"{c} channels of input {tuple(shp)}")
+    c = _check_channel_params("batch_norm", shp, running_mean, running_var, weight, bias)
     bshape = (1, c) + (1,) * (len(shp) - 2)
     axes = (0,) + tuple(range(2, len(shp)))
     if training:
@@ -642,12 +648,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if len(shp) < 3:
         raise ArgumentError(f"instance_norm: expected an input (N, C, *) with at least one "
                             f"spatial dim, got shape {tuple(shp)}")
-    c = shp[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var),
-                    ("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.shape) != (c,):
-            raise ArgumentError(f"instance_norm: {name} of shape {tuple(t.shape)} doesn't match "
-                                f"the {c} channels of input {tuple(shp)}")
+    c = _check_channel_params("instance_norm", shp, running_mean, running_var, weight, bias)
     n = math.prod(shp[2:])
     if n == 1:
         raise ArgumentError(f"Expected more than 1 spatial element when training, got input "

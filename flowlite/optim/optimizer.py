@@ -454,19 +454,7 @@ class Optimizer:
     def load_state_dict(self, sd: dict) -> None:
         if self._torch_state_names is not None and not _is_leaf_layout(sd["state"]):
             return self._load_torch_state_dict(sd)
-        groups = sd["param_groups"]
-        if len(groups) != len(self.param_groups):
-            raise ValueError(f"loaded state dict has {len(groups)} parameter groups, the "
-                             f"optimizer has {len(self.param_groups)}")
-        for g, lg in zip(self.param_groups, groups):
-            if len(lg["params"]) != len(g["params"]):
-                raise ValueError("loaded state dict contains a parameter group that doesn't "
-                                 "match the size of optimizer's group "
-                                 f"({len(lg['params'])} vs {len(g['params'])})")
-        for g, lg in zip(self.param_groups, groups):
-            for k, v in lg.items():
-                if k != "params":
-                    g[k] = v
+        torch_state.load_group_options(self, sd["param_groups"])
         state = sd["state"]
         for gi in range(len(self.param_groups)):
             self._sync_structure(gi)   # loaded options may imply another state layout

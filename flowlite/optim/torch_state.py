@@ -81,9 +81,9 @@ def _as_tensor(v):
     return v if isinstance(v, Tensor) else from_numpy(np.array(_host(v)))
 
 
-def load_torch_state_dict(opt, sd) -> None:
-    name = type(opt).__name__
-    groups, state = sd["param_groups"], sd["state"]
+def load_group_options(opt, groups) -> None:
+    """Both state-dict layouts start here: the saved groups must match the optimizer's (count
+    and sizes, PyTorch's messages); their options (lr, betas, ...) replace the current ones."""
     if len(groups) != len(opt.param_groups):
         raise ValueError(f"loaded state dict has {len(groups)} parameter groups, the "
                          f"optimizer has {len(opt.param_groups)}")
@@ -96,6 +96,12 @@ def load_torch_state_dict(opt, sd) -> None:
         for k, v in lg.items():
             if k != "params":
                 g[k] = v
+
+
+def load_torch_state_dict(opt, sd) -> None:
+    name = type(opt).__name__
+    groups, state = sd["param_groups"], sd["state"]
+    load_group_options(opt, groups)
     for gi in range(len(opt.param_groups)):
         opt._validate(opt.param_groups[gi])
         opt._sync_structure(gi)

@@ -9,49 +9,20 @@ from __future__ import annotations
 
 import warnings
 
-from ...extend import ArgumentError
-from ...extend import dtypes as D, no_grad, ops as F
+from ...extend import ArgumentError, ops as F
 from .. import functional as Fn
-from ..module import Module
-from .normalization import _affine_params, _reset_affine
+from .normalization import _NormBase
 
 
-class _InstanceNorm(Module):
+class _InstanceNorm(_NormBase):
     _spatial: int = 1
 
     def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = False,
                  track_running_stats: bool = False, device=None, dtype=None, *,
                  bias: bool = True):
-        super().__init__()
-        self.num_features = num_features
-        self.eps = eps
-        self.momentum = momentum
-        self.affine = affine
-        self.track_running_stats = track_running_stats
-        _affine_params(self, (num_features,), affine, bias, dtype, device)
-        if track_running_stats:
-            d = D.canonical(D.from_any(dtype)) if dtype is not None else D.default_float()
-            self.register_buffer("running_mean", F.zeros(num_features, dtype=d, device=device))
-            self.register_buffer("running_var", F.ones(num_features, dtype=d, device=device))
-            # PyTorch keeps (and never advances) this counter for InstanceNorm
-            self.register_buffer("num_batches_tracked",
-                                 F.zeros((), dtype=D.canonical(D.int64), device=device))
-        else:
-            self.register_buffer("running_mean", None)
-            self.register_buffer("running_var", None)
-            self.register_buffer("num_batches_tracked", None)
-        self.reset_parameters()
-
-    def reset_running_stats(self) -> None:
-        if self.track_running_stats:
-            with no_grad():
-                self.running_mean.zero_()
-                self.running_var.fill_(1)
-                self.num_batches_tracked.zero_()
-
-    def reset_parameters(self) -> None:
-        self.reset_running_stats()
-        _reset_affine(self)
+        # PyTorch keeps (and never advances) num_batches_tracked for InstanceNorm
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias)
 
     def forward(self, input):
         k = self._spatial

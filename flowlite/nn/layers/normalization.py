@@ -14,11 +14,12 @@ from ..module import Module
 from ._util import new_param
 
 
-class _BatchNorm(Module):
-    _expected_dims: tuple = ()
+class _NormBase(Module):
+    """What BatchNorm and InstanceNorm share (as PyTorch's _NormBase): the affine parameters,
+    the running-statistics buffers (PyTorch's state_dict keys) and their reset."""
 
-    def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = True,
-                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True):
+    def __init__(self, num_features: int, eps: float, momentum, affine: bool,
+                 track_running_stats: bool, device, dtype, bias: bool):
         super().__init__()
         self.num_features = num_features
         self.eps = eps
@@ -48,6 +49,15 @@ class _BatchNorm(Module):
     def reset_parameters(self) -> None:
         self.reset_running_stats()
         _reset_affine(self)
+
+
+class _BatchNorm(_NormBase):
+    _expected_dims: tuple = ()
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = True,
+                 track_running_stats: bool = True, device=None, dtype=None, *, bias: bool = True):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device,
+                         dtype, bias)
 
     def _check_input_dim(self, input):
         if input.ndim not in self._expected_dims:
