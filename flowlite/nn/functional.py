@@ -682,14 +682,20 @@ def _norm_shape(normalized_shape):
     return tuple(builtins.int(s) for s in normalized_shape)
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    _check_float(input, "layer_norm")
+def _trailing_norm_shape(input, normalized_shape, op):
+    """normalized_shape as a tuple, checked against the input's trailing dims."""
     ns = _norm_shape(normalized_shape)
     shp = input.shape
-    k = len(ns)
-    if tuple(shp[len(shp) - k:]) != ns or k > len(shp):
-        raise ArgumentError(f"layer_norm: normalized_shape {list(ns)} doesn't match the trailing "
+    if len(ns) > len(shp) or tuple(shp[len(shp) - len(ns):]) != ns:
+        raise ArgumentError(f"{op}: normalized_shape {list(ns)} doesn't match the trailing "
                             f"dims of input of shape {tuple(shp)}")
+    return ns
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    _check_float(input, "layer_norm")
+    ns = _trailing_norm_shape(input, normalized_shape, "layer_norm")
+    shp, k = input.shape, len(ns)
     dt = input.dtype
     affine = [t for t in (weight, bias) if t is not None]
     if all(t.shape == ns and t.dtype is dt for t in affine):
@@ -731,12 +737,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x², last dims) + eps) * weight; eps=None means finfo(dtype).eps."""
     _check_float(input, "rms_norm")
-    ns = _norm_shape(normalized_shape)
-    shp = input.shape
-    k = len(ns)
-    if tuple(shp[len(shp) - k:]) != ns or k > len(shp):
-        raise ArgumentError(f"rms_norm: normalized_shape {list(ns)} doesn't match the trailing "
-                            f"dims of input of shape {tuple(shp)}")
+    ns = _trailing_norm_shape(input, normalized_shape, "rms_norm")
+    shp, k = input.shape, len(ns)
     if eps is None:
         import ml_dtypes
         eps = builtins.float(ml_dtypes.finfo(input.dtype.np).eps)
