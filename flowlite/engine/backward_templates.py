@@ -165,6 +165,7 @@ def emit(t, env, edges, Tensor):
         n.device = device
         n.value = None
         n.site = site
+        n.tag = n.check = None
         n.epoch = st
         n.mark = k
         k += 1

@@ -199,11 +199,11 @@ def _reaches(node, need, seen, stream, floor):
 def _guards(check, need):
     """Whether `check` guards work in `need`, or guards a result nobody can read any more (an
     orphan: it runs with the next sync of any kind, so its error surfaces near its cause)."""
-    site = check.site
-    out = site.out() if site.out is not None else None
+    rec = check.check
+    out = rec.out() if rec.out is not None else None
     if out is None:
         return True
-    index = site.index() if site.index is not None else None
+    index = rec.index() if rec.index is not None else None
     return id(out) in need or (index is not None and id(index) in need)
 
 
@@ -404,7 +404,7 @@ def _check_masks(order, roots, checks):
     backward reads the index, not the result)."""
     outs, readers = {}, {}
     for i, c in enumerate(checks):
-        for ref, into in ((c.site.out, outs), (c.site.index, readers)):
+        for ref, into in ((c.check.out, outs), (c.check.index, readers)):
             n = ref() if ref is not None else None
             if n is not None:
                 into[id(n)] = into.get(id(n), 0) | 1 << i
@@ -649,7 +649,7 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
     del args
     failed = None
     if checks:
-        exe.check_infos = infos = [c.site for c in checks]
+        exe.check_infos = infos = [c.check for c in checks]
         if defer:
             rec = _Unverified(outs, infos, st, roots, local.undo, chain, device)
             if local.unverified is None:
@@ -740,7 +740,7 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
     del args
     failed = None
     if checks:
-        exe.check_infos = infos = [c.site for c in checks]
+        exe.check_infos = infos = [c.check for c in checks]
         failed = _failures(outs[-1], infos, _check_masks(order, roots, checks))
     for r, v, shp in zip(roots, outs, out_shapes):
         if buckets.padded_shape(shp):

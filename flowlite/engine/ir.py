@@ -85,7 +85,7 @@ class Node:
     The tracing hot paths (tensor.apply, recording.record_into, backward_templates.emit)
     build nodes inline, as `node_with_sig` does: a new slot must be set there too."""
     __slots__ = ("op", "inputs", "attrs", "shape", "dtype", "device", "sig", "value",
-                 "site", "mark", "epoch", "size", "__weakref__")
+                 "site", "tag", "check", "mark", "epoch", "size", "__weakref__")
 
     def __init__(self, op, inputs, attrs, shape, dtype, device, value=None):
         self.op = op
@@ -95,7 +95,9 @@ class Node:
         self.dtype = dtype
         self.device = device
         self.value = value
-        self.site = None
+        self.site = None    # the user's source line that recorded it (debug.track_sites)
+        self.tag = None     # what a host scalar stands for: ("rng", draw) or a hyper-parameter
+        self.check = None   # a check node's record (flowlite.frontend.checks)
         # this node's number in a numbering: the graph key being recorded (graph_key) or an
         # executor walk (executor._walk_marked); `epoch` is that numbering's own object
         self.mark = 0
@@ -126,7 +128,7 @@ def node_with_sig(op, inputs, attrs, shape, dtype, device, sig, value=None) -> N
     n.dtype = dtype
     n.device = device
     n.value = value
-    n.site = None
+    n.site = n.tag = n.check = None
     n.mark = 0
     n.epoch = None
     n.size = None

@@ -133,7 +133,7 @@ def _register(prim, t, attrs, check):
     if rt.local.tracing_body:     # a scan body is traced on placeholders: nothing to check
         return
     node = apply(prim, (t,), attrs, (2,), attrs[-1] if prim is range_check else attrs[0])._node
-    node.site = check
+    node.check = check
     rt.local.checks.append(node)
 
 

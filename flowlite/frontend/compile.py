@@ -320,7 +320,7 @@ class CompiledFunction:
         # persistent tensors: owners of outputs that survive the call
         info["persistent"] = [weakref.ref(t) for r in roots for t in owners.get(id(r), ())]
         info["exe"] = exe
-        info["scalars"] = tuple((s.site is None, s.value if s.site is None else None)
+        info["scalars"] = tuple((s.tag is None, s.value if s.tag is None else None)
                                 for s in scalars)
         sources = _leaf_sources(leaves, arg_nodes, state_start)
         info["const_ids"] = tuple(id(s[1]) for s in sources if s[0] == "const")
@@ -346,9 +346,9 @@ class CompiledFunction:
         plan.sources = sources
         plan.scalar_dtypes = [s.dtype for s in scalars]
         rng_start = rec.rng[0]
-        plan.scalar_src = [("v", s.value) if s.site is None else
-                           ("rng", s.site[1] - rng_start) if s.site[0] == "rng" else
-                           ("hp",) + s.site[1:] + (_opt_key(s.site),) for s in scalars]
+        plan.scalar_src = [("v", s.value) if s.tag is None else
+                           ("rng", s.tag[1] - rng_start) if s.tag[0] == "rng" else
+                           ("hp",) + s.tag[1:] + (_opt_key(s.tag),) for s in scalars]
         plan.rng_delta = info["rng_delta"]
         plan.root_targets = root_targets
         plan.grad_targets = grad_targets
@@ -794,9 +794,9 @@ def _pack(plan, scalars):
     return pack_values(plan.pack_layout, scalars)
 
 
-def _opt_key(site):
-    opt = site[1]()
-    return opt.update_transform(site[2])[0] if opt is not None else None
+def _opt_key(tag):
+    opt = tag[1]()
+    return opt.update_transform(tag[2])[0] if opt is not None else None
 
 
 

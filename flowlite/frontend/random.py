@@ -68,7 +68,7 @@ def next_key(device=None):
     n = rt.rng_draws
     rt.rng_draws = n + 1
     c = Tensor(scalar_node(n % (2 ** 32), D.uint32))
-    c._node.site = ("rng", n)
+    c._node.tag = ("rng", n)
     return key, c
 
 

@@ -118,7 +118,7 @@ def host_scalar(value, dtype, tag=None) -> Tensor:
     """A Python number that travels as data (never a baked constant, so a new value never
     recompiles); `tag` names its source for `flowlite.compile`'s replays."""
     t = Tensor(ir.scalar_node(value, dtype))
-    t._node.site = tag
+    t._node.tag = tag
     return t
 
 
@@ -185,7 +185,7 @@ def record_into(targets, prim, inputs, attrs, memo=None) -> None:
         p.dtype = dts[j]
         p.device = device
         p.value = None
-        p.site = None
+        p.site = p.tag = p.check = None
         p.epoch = st
         p.mark = k + j
         p.size = None

@@ -346,7 +346,7 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
     node.dtype = dtype
     node.device = device
     node.value = None
-    node.site = None
+    node.site = node.tag = node.check = None
     node.epoch = st
     node.mark = k = st.nxt
     st.nxt = k + 1
