@@ -83,7 +83,7 @@ class Step:
 
     def wrap_executables(self):
         marks, clock = self.marks, self.clock
-        for st in self.fl.engine.executor._cache.values():
+        for st in self.fl.engine.cache._cache.values():
             for exe in st.exes.values():
                 if getattr(exe.fn, "_timed", False):
                     continue

@@ -7,10 +7,10 @@ graph once through JAX/XLA, caches it by structure and replays it afterwards.
 
 Layer: package — imports autograd, compat.accelerator, compat.amp, compat.backends, compat.cuda,
 compat.onnx, compat.profiler, compat.utils, data, debug, distributed, engine.buckets,
-engine.device, engine.dtypes, engine.executor, engine.matmul_precision, engine.metrics,
-engine.tape, engine.xla_flags, extend, formats.serialization, frontend.checks, frontend.compile,
-frontend.control_flow, frontend.ops, frontend.random, frontend.tensor, frontend.tensor_methods,
-frontend.views, nn, optim.
+engine.cache, engine.device, engine.dtypes, engine.executor, engine.matmul_precision,
+engine.metrics, engine.rollback, engine.tape, engine.xla_flags, extend, formats.serialization,
+frontend.checks, frontend.compile, frontend.control_flow, frontend.ops, frontend.random,
+frontend.tensor, frontend.tensor_methods, frontend.views, nn, optim.
 """
 from __future__ import annotations
 
@@ -43,13 +43,12 @@ from .engine import executor as _executor
 from .engine.metrics import user_site as _user_site
 
 
-clear_cache = _executor.clear_cache
-set_cache_limit = _executor.set_cache_limit
+from .engine.cache import clear_cache, set_cache_limit
 from .engine.buckets import set_buckets, buckets_enabled  # noqa: E402
 # checked execution (index bounds, integer division by zero) and its errors
 from .frontend.checks import (set_checks, checks_enabled, IndexOutOfRangeError,  # noqa: E402
                               IntegerDivisionByZeroError)
-OutOfMemoryError = _executor.OutOfMemoryError
+from .engine.rollback import OutOfMemoryError  # noqa: E402
 
 
 def sync() -> None:

@@ -1,7 +1,7 @@
 """Making laziness visible: recompile explanations, sync hygiene, eager and anomaly modes,
 graph and HLO inspection.
 
-Layer: entry — imports engine.device, engine.executor, engine.ir, engine.lowering,
+Layer: entry — imports engine.cache, engine.device, engine.executor, engine.ir, engine.lowering,
 engine.metrics, engine.runtime, engine.tape, frontend.tensor. Everything here is off the hot
 path unless switched on: the tracer checks one flag per op.
 """
@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from .engine import executor, ir, metrics
+from .engine import cache, executor, ir, metrics
 from .engine.device import default_device
 from .engine.lowering import lower_program
 from .engine.runtime import rt
@@ -379,7 +379,7 @@ def hlo(tensors, dialect: str = "stablehlo") -> str:
         raise ValueError("hlo: nothing pending (the tensors are already materialised)")
     args = [n.value for n in leaves]
     if scalars:
-        args.append(executor._pack_scalars(scalars))
+        args.append(cache._pack_scalars(scalars))
     device = roots[0].device or default_device()
     lowered = lower_program(order, leaves, scalars, slot, tuple(slot[id(r)] for r in roots),
                             device, (), args)
@@ -392,7 +392,7 @@ def hlo(tensors, dialect: str = "stablehlo") -> str:
 
 def executable_text(index: int = -1) -> str:
     """Optimised HLO text of a cached executable (default: the most recently compiled)."""
-    exes = executor.executables()
+    exes = cache.executables()
     if not exes:
         raise ValueError("executable_text: nothing has been compiled yet")
     return exes[index].compiled.as_text()
@@ -402,7 +402,7 @@ def executables() -> list:
     """Statistics of every cached executable: inputs, outputs, donated/argument/output/
     temporary bytes, flops estimate, hits."""
     out = []
-    for exe in executor.executables():
+    for exe in cache.executables():
         s = dict(exe.stats or {})
         s["hits"] = exe.hits
         out.append(s)

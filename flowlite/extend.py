@@ -1,11 +1,11 @@
 """flowlite.extend — the one public API for building on flowlite's core.
 
-Layer: extension API — imports distributed, engine.device, engine.dtypes, engine.errors,
-engine.executor, engine.ir, engine.mesh, engine.metrics, engine.tape, frontend.checks,
-frontend.compile, frontend.control_flow, frontend.ops, frontend.primitives, frontend.random,
-frontend.recording, frontend.tensor. `flowlite.nn`, `flowlite.optim`, `flowlite.data` and user
-code that defines its own fused operations import this module (never `executor`, `lowering`,
-`ir` or the tape), so the core can change underneath them.
+Layer: extension API — imports distributed, engine.cache, engine.device, engine.dtypes,
+engine.errors, engine.executor, engine.ir, engine.mesh, engine.metrics, engine.tape,
+frontend.checks, frontend.compile, frontend.control_flow, frontend.ops, frontend.primitives,
+frontend.random, frontend.recording, frontend.tensor. `flowlite.nn`, `flowlite.optim`,
+`flowlite.data` and user code that defines its own fused operations import this module (never
+`executor`, `lowering`, `ir` or the tape), so the core can change underneath them.
 
 What it offers:
 
@@ -55,8 +55,8 @@ from .frontend.tensor import Size, Tensor, from_jax, from_numpy, tensor
 from .engine.tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .frontend.recording import (host_scalar, rebind, record, record_into, set_value, share,
                                  share_into)
-from .engine.executor import (on_clear as on_clear_cache, sync as _sync,
-                              verify_pending as _verify_pending)
+from .engine.cache import on_clear as on_clear_cache
+from .engine.executor import sync as _sync, verify_pending as _verify_pending
 from .frontend.checks import index_in_range as check_index, checks_enabled
 from .frontend.compile import register_guard
 from .distributed import Mesh, data_parallel, global_batch, shard_batch

@@ -16,6 +16,7 @@ from hypothesis import given, settings, HealthCheck, strategies as st
 import flowlite as fl
 from flowlite import nn, optim
 import flowlite.nn.functional as F
+from flowlite.engine import cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -173,9 +174,9 @@ def guard_kind(request, monkeypatch):
     from flowlite.engine import executor, lowering
     if request.param == "select":
         monkeypatch.setattr(lowering, "guards_in_conditional", lambda device: False)
-        executor.clear_cache()
+        cache.clear_cache()
         yield request.param
-        executor.clear_cache()
+        cache.clear_cache()
     else:
         yield request.param
 
@@ -242,7 +243,7 @@ def test_chained_steps_train_as_unchained_ones(monkeypatch):
     assert len(fl.engine.runtime.rt.local.unverified) == 4          # all dispatched, none read
     assert [x.item() for x in losses] == ref
     assert fl.engine.runtime.rt.local.unverified is None
-    assert any(e.chained for e in executor.executables())
+    assert any(e.chained for e in cache.executables())
 
 
 def test_step_chained_on_a_failed_one_commits_nothing(monkeypatch):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-from flowlite.engine import executor
+from flowlite.engine import cache, executor
 
 
 def _count():
@@ -241,7 +241,7 @@ def test_executor_cache_is_keyed_by_donation_pattern():
     fl.sync()
     np.testing.assert_array_equal(p.numpy(), [2.0] * 4)
     np.testing.assert_array_equal(hold.numpy(), [1.0] * 4)
-    assert executor.cache_size() > 0
+    assert cache.cache_size() > 0
 
 
 def test_a_buffer_the_tape_still_needs_is_not_donated():
@@ -258,7 +258,7 @@ def test_a_buffer_the_tape_still_needs_is_not_donated():
 
 def test_the_executable_cache_is_bounded_and_clearable():
     import warnings
-    lim0 = executor._limit["structures"]
+    lim0 = cache._limit["structures"]
     lin = fl.nn.Linear(8, 4)
 
     def rss_mb():
@@ -272,8 +272,8 @@ def test_the_executable_cache_is_bounded_and_clearable():
                 lin(fl.randn(b, 8)).sum().item()
                 if b == 20:
                     before = rss_mb()
-            assert executor.cache_size() <= 8 * 2     # ≤ 8 structures (≤ 2 donation variants)
-            assert len(executor._cache) == 8
+            assert cache.cache_size() <= 8 * 2     # ≤ 8 structures (≤ 2 donation variants)
+            assert len(cache._cache) == 8
             after = rss_mb()
         # 60 more programs cost ~1 MB each when kept (measured: +88 MB; bounded: +9 MB); bounded, the old
         # ones are released.  Compiling for a GPU also grows the host heap by ~0.5 MB a program
@@ -281,7 +281,7 @@ def test_the_executable_cache_is_bounded_and_clearable():
         limit = 25 if fl.default_device().type == "cpu" else 45
         assert after - before < limit, (before, after)
         fl.clear_cache()
-        assert executor.cache_size() == 0
+        assert cache.cache_size() == 0
         c0 = fl.metrics.counters()["compiles"]
         lin(fl.randn(3, 8)).sum().item()              # compiles again after clear_cache()
         assert fl.metrics.counters()["compiles"] == c0 + 1

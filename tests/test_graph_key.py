@@ -11,7 +11,7 @@ import pytest
 
 import flowlite as fl
 from flowlite import nn, optim
-from flowlite.engine import executor
+from flowlite.engine import cache, executor
 from flowlite.nn import functional as F
 
 
@@ -64,7 +64,7 @@ def test_a_steady_training_step_is_keyed_without_walking_its_graph(walks):
     m2, opt2 = _model()
     ref = []
     for i in range(8):
-        executor._by_stream.clear()
+        cache._by_stream.clear()
         ref.append(_step(m2, opt2, *_data(i)).item())
     assert [x.item() for x in losses] == ref[3:]
     for a, b in zip(m.parameters(), m2.parameters()):
@@ -87,7 +87,7 @@ def test_recorded_but_unused_ops_do_not_recompile():
         opt.step()
         loss.item()
     assert fl.metrics.counters()["compiles"] == c0["compiles"]
-    assert len(executor._by_stream) >= 2   # two recorded keys, one executable
+    assert len(cache._by_stream) >= 2   # two recorded keys, one executable
 
 
 def test_leaves_are_wired_by_position_on_a_keyed_sync(walks):

@@ -7,7 +7,7 @@ import numpy as np
 import flowlite as fl
 from flowlite import nn, optim
 from flowlite.frontend import backward as autograd
-from flowlite.engine import executor
+from flowlite.engine import cache, executor
 
 
 def _rss_mb():
@@ -35,7 +35,7 @@ def test_thousands_of_steps_flat_memory_and_no_recompiles():
     for i in range(50):
         step(i)
     fl.metrics.reset()
-    cache0 = executor.cache_size()
+    cache0 = cache.cache_size()
     rss0 = _rss_mb()
     losses = []
     for i in range(2000):
@@ -45,7 +45,7 @@ def test_thousands_of_steps_flat_memory_and_no_recompiles():
     c = fl.metrics.counters()
     assert c["compiles"] == 0
     assert c["executions"] == 2000
-    assert executor.cache_size() == cache0
+    assert cache.cache_size() == cache0
     assert len(executor._pending) < 100
     assert len(autograd._live) < 1000
     growth = _rss_mb() - rss0

@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 import flowlite as fl
-from flowlite.engine import executor, lowering
+from flowlite.engine import cache, executor, lowering
 
 
 def _chain(x, a, b, steps):
@@ -18,7 +18,7 @@ def _chain(x, a, b, steps):
 
 
 def _last_program_text():
-    texts = [e.compiled.as_text() for st in executor._cache.values()
+    texts = [e.compiled.as_text() for st in cache._cache.values()
              for e in st.exes.values()]
     return texts[-1]
 

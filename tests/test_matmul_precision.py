@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flowlite as fl
-from flowlite.engine import executor, lowering, matmul_precision
+from flowlite.engine import cache, executor, lowering, matmul_precision
 from flowlite.frontend import primitives
 
 
@@ -74,13 +74,13 @@ def test_a_change_drops_compiled_programs_and_results_stay_right():
     a = fl.from_numpy(np.arange(9, dtype=np.float32).reshape(3, 3))
     want = np.arange(9, dtype=np.float32).reshape(3, 3) @ np.arange(9).reshape(3, 3)
     np.testing.assert_allclose((a @ a).numpy(), want)
-    assert executor.cache_size() >= 1
+    assert cache.cache_size() >= 1
     gen = matmul_precision.generation()
     fl.set_float32_matmul_precision("high")
-    assert executor.cache_size() == 0 and matmul_precision.generation() == gen + 1
+    assert cache.cache_size() == 0 and matmul_precision.generation() == gen + 1
     np.testing.assert_allclose((a @ a).numpy(), want)
     fl.set_float32_matmul_precision("high")           # unchanged: nothing dropped
-    assert executor.cache_size() >= 1
+    assert cache.cache_size() >= 1
 
 
 def test_compiled_function_retraces_after_a_change():

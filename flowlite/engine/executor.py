@@ -1,8 +1,8 @@
 """The sync barrier: pending graph -> cached XLA executable -> rebound tensors.
 
-Layer: engine — imports buckets, device, graph_key, host_eval, ir, lowering, matmul_precision,
-metrics, runtime, tape. It works on nodes, never on the Tensor class. Debug tools observe it
-through the hooks on `runtime.rt`.
+Layer: engine — imports buckets, cache, device, graph_key, ir, lowering, metrics, rollback,
+runtime, tape. It works on nodes, never on the Tensor class. Debug tools observe it through the
+hooks on `runtime.rt`.
 
 At a sync every live tensor with pending work (and every pending node the tape
 still needs) becomes an output of ONE executable per device.  The graph key is
@@ -10,36 +10,32 @@ a flat tuple of ints — interned node signatures plus input wiring — gathered
 in a single walk that also collects the leaf arguments.  The ops also record a key of
 their own as they are made (graph_key): a sync whose recorded key was seen before reuses
 that walk's structure, so a steady step's cache hit costs no walk: the recorded key made a
-tuple and looked up.  Leaf buffers that nothing but this graph can reach any more (an in-place update
-replaced them) are donated to the executable.
+tuple and looked up.  Leaf buffers that nothing but this graph can reach any more (an
+in-place update replaced them) are donated to the executable.  A host read syncs only the work
+its value needs.  The cache of executables lives in `cache`, what a failed sync undoes in
+`rollback`, host reads computed in numpy in `host_reads`.
 """
 from __future__ import annotations
 
-import collections
-import os
 import sys
 import time
-import weakref
 
 import jax
 import numpy as np
 
-from . import buckets, host_eval, ir, matmul_precision, metrics
+from . import buckets, ir, metrics
+from .cache import _by_stream, _cache, _check_masks, _limit, _remember_stream, _Structure
+from .rollback import (_BIG, FAILED, _again, _failed_live, _failures, _first_failure,
+                       _has_failed, _replaced_input, _rollback, _taint, _Unverified,
+                       memory_error, verify)
 from .device import default_device
 from .graph_key import out_codes
-from .lowering import Executable, build_executable  # noqa: F401  (Executable: re-exported)
-from .lowering import pack_groups, pack_values
+from .lowering import build_executable
 from .runtime import KeyStream, rt
 from .tape import saved_pending_nodes
 
-# graph key -> _Structure (its executables by donation set), least recently used first
-_cache: collections.OrderedDict = collections.OrderedDict()
-# at most this many graph structures stay compiled (a run uses a handful; eager mode one per
-# op signature); FLOWLITE_CACHE_LIMIT or set_cache_limit() change it
-_limit = {"structures": max(1, int(os.environ.get("FLOWLITE_CACHE_LIMIT", "") or 256))}
 _getrefcount = sys.getrefcount
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
-
 
 
 def register_pending(ref) -> None:
@@ -51,34 +47,6 @@ def __getattr__(name):      # executor._pending: this thread's pending tensors (
     if name == "_pending":
         return rt.local.pending
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def _setup_persistent_cache():
-    """JAX's persistent compilation cache under a flowlite directory, on by default."""
-    path = os.environ.get("FLOWLITE_CACHE_DIR")
-    if path is None:
-        path = os.path.join(os.path.expanduser("~"), ".cache", "flowlite", "xla")
-    if path in ("", "0", "off", "none"):
-        return
-    try:
-        os.makedirs(path, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", path)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-        jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
-    except Exception:  # read-only home, old jax: run without the persistent cache
-        return
-    try:
-        from jax import monitoring
-
-        def _on_event(event, **kw):
-            if event == "/jax/compilation_cache/cache_hits":
-                metrics._C["persistent_cache_hits"] += 1
-        monitoring.register_event_listener(_on_event)
-    except Exception:
-        pass
-
-
-_setup_persistent_cache()
 
 
 # Observers (flowlite.compile's recorder) see every execution with its leaves/roots.
@@ -398,154 +366,6 @@ def _slots(*node_lists):
     return {id(n): n.mark for ns in node_lists for n in ns}
 
 
-def _check_masks(order, roots, checks):
-    """Per root, a bitmask of the checks (by position) whose failure fails it: those it is
-    computed from (the checked op's result) or whose index tensor it reads (the op's
-    backward reads the index, not the result)."""
-    outs, readers = {}, {}
-    for i, c in enumerate(checks):
-        for ref, into in ((c.check.out, outs), (c.check.index, readers)):
-            n = ref() if ref is not None else None
-            if n is not None:
-                into[id(n)] = into.get(id(n), 0) | 1 << i
-    mask = {}
-    for n in order:
-        m = outs.get(id(n), 0)
-        for i in n.inputs:
-            m |= mask.get(id(i), 0) | readers.get(id(i), 0)
-        if m:
-            mask[id(n)] = m
-    return [mask.get(id(r), 0) for r in roots]
-
-
-def _replaced_leaf(root, leaf_pos):
-    """Index of the leaf this output replaces in place (see Prim.inplace), or None."""
-    n = _replaced_input(root)
-    return None if n is None else leaf_pos.get(id(n))
-
-
-# the concrete jax.Array classes seen: a set lookup instead of jax.Array's isinstance check
-_ARRAY_TYPES: set = set()
-
-
-def _is_array(v) -> bool:
-    if isinstance(v, jax.Array):
-        _ARRAY_TYPES.add(type(v))
-        return True
-    return False
-
-
-class _Structure:
-    """What a cached graph structure fixes for every run of it: which leaves may be
-    donated (an output of the same shape/dtype can reuse the buffer) and how many of the
-    graph's input tuples hold each — so a cache hit checks donations without a re-count."""
-    __slots__ = ("candidates", "out_sigs", "exes", "partners", "last_pack", "checked",
-                 "masks", "fallible")
-
-    def __init__(self, order, leaves, roots, checks=()):
-        checked = bool(checks)
-        avail = {}
-        for r in roots:
-            k = (r.shape, r.dtype)
-            avail[k] = avail.get(k, 0) + 1
-        uses = [0] * len(leaves)
-        pos = {id(leaf): j for j, leaf in enumerate(leaves)}
-        for n in order:
-            for i in n.inputs:
-                j = pos.get(id(i))
-                if j is not None:
-                    uses[j] += 1
-        self.partners = [_replaced_leaf(r, pos) for r in roots]
-        self.checked = checked
-        # which checks each output is computed from (a bit per check), so a failed run
-        # knows what failed without its graph; outputs that replace a leaf in place (they
-        # keep the leaf's old value when a check fails) never fail
-        self.masks = _check_masks(order, roots, checks) if checked else None
-        self.fallible = [i for i, p in enumerate(self.partners) if p is None]
-        # a graph with checks may fail after it ran: then only the outputs that replace a
-        # leaf in place (updated under lax.cond(ok, ...)) give a donated buffer back, so
-        # only those leaves are donated
-        keep = set(self.partners) if checked else None
-        groups = {}
-        cands = []
-        for j, leaf in enumerate(leaves):
-            k = (leaf.shape, leaf.dtype)
-            if k in avail and (keep is None or j in keep):
-                g = groups.setdefault(k, [avail[k], 0])   # (outputs to take them, leaves)
-                g[1] += 1
-                cands.append((j, uses[j], g))
-        # (leaf index, its reference count when only this graph holds it: the `leaves` list,
-        # donatable's `leaf`, getrefcount's argument and one per input tuple of the graph;
-        # the outputs its donation competes for, or None when they are enough for every leaf)
-        self.candidates = [(j, 3 + n, g if g[1] > g[0] else None) for j, n, g in cands]
-        self.out_sigs = [ir.intern_sig((_DATA, (), r.shape, r.dtype, 0)) for r in roots]
-        self.exes = {}    # donated leaf indices -> Executable
-        self.last_pack = None   # (scalar values, their packed device arrays) of the last run
-
-    def scalar_pack(self, scalars, device):
-        """The host scalars as packed device arrays, uploaded again only when a value
-        changed (learning rates usually don't from one step to the next)."""
-        vals = [s.value for s in scalars]
-        last = self.last_pack
-        if last is not None and last[0] == vals:
-            return last[1]
-        pack = _pack_scalars(scalars)
-        if getattr(device, "mesh", None) is None:
-            pack = tuple(jax.device_put(a, device.jax_device) for a in pack)
-        self.last_pack = (vals, pack)
-        return pack
-
-    def donatable(self, leaves):
-        """Indices of leaves whose buffers nothing outside this graph can reach."""
-        if not self.candidates:
-            return ()
-        left = None
-        donate = []
-        for j, expect, cap in self.candidates:
-            leaf = leaves[j]
-            # any holder beyond those counted in `expect` (a tensor, the tape) means the
-            # buffer is still reachable
-            if _getrefcount(leaf) != expect:
-                continue
-            v = leaf.value
-            # the array itself: leaf.value, `v`, getrefcount's argument (a deleted array
-            # fails the call whether donated or not)
-            if (type(v) in _ARRAY_TYPES or _is_array(v)) and _getrefcount(v) == 3:
-                if cap is not None:     # more such leaves than outputs to take them
-                    if left is None:
-                        left = {}
-                    k = id(cap)
-                    n = left.get(k, cap[0])
-                    if n <= 0:
-                        continue
-                    left[k] = n - 1
-                donate.append(j)
-        return tuple(donate)
-
-
-# graph key recorded with the ops (graph_key) -> (its structure, that structure's key in
-# _cache, where the structure's leaves and host scalars sit in the stream's `ext`, nodes)
-_by_stream: dict = {}
-
-
-def _remember_stream(skey, stream, st, key, leaves, scalars, n_nodes):
-    """Map a stream key to the walked structure, unless the stream read a node twice (a walk
-    or another thread renumbered it in between): its positions would be ambiguous."""
-    pos = {}
-    for j, r in enumerate(stream.ext):
-        n = r()
-        if n is not None and pos.setdefault(id(n), j) != j:
-            return
-    try:
-        at_leaf = tuple([pos[id(n)] for n in leaves])
-        at_scalar = tuple([pos[id(n)] for n in scalars])
-    except KeyError:     # (can't happen for a valid stream: every input was coded)
-        return
-    if len(_by_stream) >= 4 * _limit["structures"]:
-        _by_stream.clear()
-    _by_stream[skey] = (st, key, at_leaf, at_scalar, n_nodes)
-
-
 def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None):
     t0 = time.perf_counter()
     # a deferred step's checks chain: its executable also takes the previous deferred
@@ -773,128 +593,6 @@ def _true(device):
     return v
 
 
-# ---- host reads computed on the host -------------------------------------------------------
-# an accelerator's array is copied to the host whole for such reads (JAX keeps that copy for
-# the next read) when it is at most this big: ~1 ms of copy instead of a program per index
-_HOST_VIEW_MAX_DEVICE_BYTES = 16 << 20
-
-
-def host_view(n):
-    """The value of pending `n` computed on the host when it is a few exact steps from
-    materialised data (host_eval: `int(ix[k])`, `i + block_size`): exact, and no executable
-    to compile for every new index; else None (the caller syncs).  What was read this way
-    is committed (a later in-place write or failed sync can't take it back: commit_host_read)."""
-    if n.op is buckets.UNPAD:      # a bucketed output: its padded buffer, sliced
-        v = n.inputs[0].value
-        if n.inputs[0].op is not _DATA or not isinstance(v, jax.Array) or v.is_deleted():
-            return None
-        return np.asarray(v)[tuple(slice(0, d) for d in n.shape)]
-    if n.device is None or n.device.type == "mesh":
-        return None
-    v = _host_read.get(n)
-    if v is not None:
-        return v
-    got = host_eval.value(n, _host_leaf)
-    if got is None:
-        return None
-    v, computed = got
-    if computed:
-        _host_read[n] = v
-    return v
-
-
-# nodes whose value a host read computed on the host (host_view): committed as data only when
-# something would otherwise lose that value — an in-place write rebinding its tensor, or a
-# failed sync — so the index arithmetic of a Python loop (`i + block_size`) costs no transfer
-_host_read: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def commit_host_read(n) -> bool:
-    """Make pending `n` data holding the value a host read computed for it, if one did."""
-    v = _host_read.pop(n, None)
-    if v is None or n.op is _DATA:
-        return False
-    _rewriting(n)
-    n.op, n.inputs, n.attrs = _DATA, (), ()
-    n.value = jax.device_put(v, n.device.jax_device)
-    n.sig = ir.intern_sig((_DATA, (), n.shape, n.dtype, 0))
-    return True
-
-
-def _host_leaf(n):
-    """The host array of materialised node n: a CPU array read in place, an accelerator's
-    one up to _HOST_VIEW_MAX_DEVICE_BYTES; None otherwise."""
-    if n.device is None or n.device.type == "mesh":
-        return None
-    v = n.value
-    if not isinstance(v, jax.Array) or v.is_deleted() or len(v.devices()) != 1:
-        return None
-    if n.device.type != "cpu" and v.nbytes > _HOST_VIEW_MAX_DEVICE_BYTES:
-        return None
-    return np.asarray(v)
-
-
-# ---- failed syncs ----------------------------------------------------------------------------
-# A node whose value failed to compute: `value` holds the error, reading it raises it again.
-FAILED = ir.Prim("failed", None, nondiff=True)
-_failed_live = weakref.WeakSet()   # FAILED nodes still reachable (a graph must be scanned)
-
-
-class OutOfMemoryError(MemoryError):
-    """An executable's outputs and scratch can't fit in the memory left on its device."""
-
-
-def verify(flags, infos):
-    """[(index, error)] of the failed checks, in recording order (empty when all passed).
-    Reading the flags waits for the execution to finish."""
-    f = np.asarray(flags)
-    bad = f[:, 0].tolist()
-    if not any(bad):
-        return []
-    return [(i, infos[i].error(int(f[i, 1]))) for i, b in enumerate(bad) if b]
-
-
-def _failures(flags, infos, masks):
-    """None when every check passed; else (the first error, {root position: its error})
-    for the outputs computed from a failed check (masks: _check_masks)."""
-    bad = verify(flags, infos)
-    if not bad:
-        return None
-    failed = {}
-    for pos, m in enumerate(masks):
-        e = _first_failure(m, bad)
-        if e is not None:
-            failed[pos] = e
-    return bad[0][1], failed
-
-
-def _first_failure(mask, bad):
-    """The error of the first failed check (bad: [(index, error)]) in `mask`, or None."""
-    if mask:
-        for i, e in bad:
-            if mask >> i & 1:
-                return e
-    return None
-
-
-class _Unverified:
-    """An execution whose check flags are still to be read, and what rolling it back needs:
-    its outputs that can fail (weakly: they are the next step's inputs, whose donation
-    counts references) with their check masks, the tensors it rebound with their earlier
-    nodes (held, so they survive until then), the random-draw mark."""
-    __slots__ = ("flags", "ok", "device", "infos", "fallible", "undo", "rng")
-
-    def __init__(self, outs, infos, st, roots, undo, chain, device):
-        self.flags = outs[-1]
-        self.ok = outs[-2] if chain else None      # all its checks and its chain's passed
-        self.device = device
-        self.infos = infos
-        masks = st.masks
-        self.fallible = [(weakref.ref(roots[i]), masks[i]) for i in st.fallible]
-        self.undo = [(t, o(), e) for t, o, e in undo]
-        self.rng = rt.local.rng_draws
-
-
 def _finished(flags):       # (a function of its own, so a test can hold steps "running")
     return flags.is_ready()
 
@@ -949,116 +647,6 @@ def _roll_back_deferred(rec, bad, later, current):
     raise err
 
 
-def _taint(order, seeds, readers=None, inputs=None):
-    """{id(node): error} for the seeds and every node of `order` (topological) computed
-    from one of them or reading one of `readers` (a failed op's index tensor: the op's
-    backward reads it, not the op's output)."""
-    err = dict(seeds)
-    for n in order:
-        if id(n) in err:
-            continue
-        for i in (n.inputs if inputs is None else inputs.get(id(n), n.inputs)):
-            e = err.get(id(i))
-            if e is None and readers:
-                e = readers.get(id(i))
-            if e is not None:
-                err[id(n)] = e
-                break
-    return err
-
-
-def _again(err):
-    """A fresh exception with the same type and message as `err` (raised on every read)."""
-    try:
-        e = type(err)(*err.args)
-    except Exception:
-        e = RuntimeError(str(err))
-    e.__cause__ = err.__cause__
-    return e
-
-
-def _rewriting(node):
-    """`node` is about to be rewritten (a failure, a rollback): the graph key being recorded
-    can't name it any more if it was recorded there."""
-    st = rt.local.stream
-    if node.epoch is st:
-        st.valid = False
-
-
-def _fail(node, err):
-    _rewriting(node)
-    node.op = FAILED
-    node.inputs = ()
-    node.attrs = ()
-    node.value = err
-    node.sig = ir.intern_sig((FAILED, (), node.shape, node.dtype, 0))
-    _failed_live.add(node)
-
-
-def _replaced_input(root):
-    """The input node an output replaces in place (an optimizer's old parameter), or None."""
-    j = 0
-    if root.op.name == "tuple_get":
-        j = root.attrs[0]
-        root = root.inputs[0]
-    op = root.op
-    if op.inplace is None:
-        return None
-    k = op.inplace(root.attrs, j)
-    return None if k is None else root.inputs[k]
-
-
-def _usable(n):
-    return n is not None and n.op is _DATA and not (isinstance(n.value, jax.Array) and
-                                                     n.value.is_deleted())
-
-
-def _rollback(roots, err, taint=None, undo=None, clear=True, rng=True):
-    """Undo the failed outputs `roots` of a sync: tensors rebound to them since the last sync
-    get their materialised nodes back; a pending output that replaces a leaf in place (a
-    parameter, optimizer state) takes the leaf's value; every other one raises its error
-    (`taint[id(node)]`, else `err`) on read; the random-draw counter goes back to where the
-    last sync left it."""
-    local = rt.local
-    ids = {id(r) for r in roots}
-    back = {}
-    for tref, oref, edge in reversed(local.undo if undo is None else undo):
-        t, old = tref(), oref()
-        if old is not None and old.op is FAILED and old.attrs:
-            old = old.attrs[0]     # a failed node a tensor was put back from: its value
-        if t is not None and id(t._node) in ids and _usable(old):
-            back[id(t._node)] = old
-            t._node = old
-            t._edge = edge
-    if clear and undo is None:
-        local.undo.clear()
-    for r in roots:
-        if r.op is not _DATA and commit_host_read(r):
-            continue                # its value was read: it stands
-        if r.op is not _DATA:
-            src = _replaced_input(r)
-            if _usable(src):
-                _rewriting(r)
-                r.op, r.inputs, r.attrs, r.value = _DATA, (), (), src.value
-                r.sig = ir.intern_sig((_DATA, (), r.shape, r.dtype, 0))
-                continue
-        _fail(r, err if taint is None else taint.get(id(r), err))
-        old = back.get(id(r))
-        if old is not None:
-            # a tensor recorded on top of r before the failure surfaced (a deferred check)
-            # goes back to the same value when its own sync fails
-            r.attrs = (old,)
-    mark = local.rng_draws
-    if rng and mark is not None and mark[0] == rt.rng_seed and rt.rng_draws >= mark[1]:
-        rt.rng_draws = mark[1]
-
-
-def _has_failed(order):
-    for n in order:
-        if n.op is FAILED:
-            return True
-    return False
-
 
 def _run_around_failed(roots, checks, order, device, cause, owners):
     """Some pending work reads a value that failed earlier: that work fails with the same
@@ -1077,91 +665,3 @@ def _run_around_failed(roots, checks, order, device, cause, owners):
         _run(clean, device, cause, owners, ok_checks)
 
 
-# programs needing more than this many new bytes have their need compared with the memory
-# left before they run (a read of /proc/meminfo or the device's statistics)
-_BIG = 1 << 28
-
-
-def _available_bytes(device):
-    jd = getattr(device, "jax_device", None)
-    try:
-        stats = jd.memory_stats() if jd is not None and hasattr(jd, "memory_stats") else None
-    except Exception:
-        stats = None
-    if stats and "bytes_limit" in stats:
-        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-    if device.type != "cpu":
-        return None
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def memory_error(exe, device):
-    """An OutOfMemoryError when `exe`'s new allocations (outputs + scratch - reused donated
-    inputs, from XLA's memory analysis) exceed what `device` has left, else None."""
-    avail = _available_bytes(device)
-    if avail is None or exe.need_bytes <= avail:
-        return None
-    s = exe.stats or {}
-    return OutOfMemoryError(
-        f"sync: the executable needs {exe.need_bytes / 2**30:.2f} GiB of new memory "
-        f"(outputs {s.get('output_bytes', 0) / 2**30:.2f} GiB, scratch "
-        f"{s.get('temp_bytes', 0) / 2**30:.2f} GiB) but {device} has "
-        f"{max(avail, 0) / 2**30:.2f} GiB available; nothing was run (the pending tensors "
-        f"of this sync raise this error when read; earlier values are unchanged)")
-
-
-def _pack_scalars(scalars):
-    """All host scalars of a graph travel as one small array per dtype (lowering.pack_groups)."""
-    return pack_values(pack_groups([s.dtype for s in scalars]), [s.value for s in scalars])
-
-
-_on_clear: list = []
-
-
-def on_clear(fn) -> None:
-    """Call `fn()` from every clear_cache(): for caches kept above this layer (device
-    constants of nn.functional, the front end's baked constants)."""
-    _on_clear.append(fn)
-
-
-def clear_cache() -> None:
-    """Drop every compiled executable (the next sync of each graph compiles again, or loads
-    it from JAX's persistent cache) and every cache registered with on_clear."""
-    _cache.clear()
-    _by_stream.clear()
-    buckets.clear()
-    for fn in _on_clear:
-        fn()
-
-
-# a new float32 matmul precision is baked into programs compiled from now on
-matmul_precision.on_change(clear_cache)
-
-
-def set_cache_limit(n: int) -> None:
-    """Keep at most `n` compiled graph structures (least recently used are dropped)."""
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ValueError(f"set_cache_limit: expected a positive int, got {n!r}")
-    _limit["structures"] = n
-    while len(_cache) > n:
-        _cache.popitem(last=False)
-        _by_stream.clear()
-
-
-def executables() -> list:
-    """Every cached executable, oldest first."""
-    return [exe for st in _cache.values() for exe in st.exes.values()]
-
-
-def cache_size() -> int:
-    return len(executables())

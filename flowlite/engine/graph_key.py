@@ -56,3 +56,10 @@ def token(kind, what) -> int:
     """The signature of an entry that records several nodes at once (a backward template,
     an update's projections): distinct from every node's signature."""
     return ir.intern_sig(("entry", kind, what))
+
+
+def forget(node, st) -> None:
+    """`node` is about to be rewritten (a failure, a rollback, a committed host read): the
+    graph key `st` being recorded can't name it any more if it was recorded there."""
+    if node.epoch is st:
+        st.valid = False

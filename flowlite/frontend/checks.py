@@ -4,7 +4,7 @@ Layer: frontend — imports engine.buckets, engine.dtypes, engine.ir, engine.met
 engine.runtime, tensor. The op front end calls `index_in_range` / `nonzero_divisor` where
 PyTorch would raise on a bad value; each records one small check node (a 2-vector: bad?, a bad
 value) that the executor makes an extra output of the SAME executable as the step, packed with
-the others into one array, and reads after the execution (`executor.verify`). A set flag raises
+the others into one array, and reads after the execution (`rollback.verify`). A set flag raises
 the error built by the node's `Check` (op, value, valid range, shapes and the user's source
 line), and the executor rolls the sync back (a failed sync commits nothing).
 

@@ -21,9 +21,9 @@ checks its guards against the plan it replayed last (`_fast_guard`) before
 building the full signature.
 
 Layer: frontend — imports engine.device, engine.executor, engine.ir, engine.lowering,
-engine.matmul_precision, engine.metrics, engine.runtime, tensor. Nn registers its Module guard
-(`register_guard`) and optimizers answer `hyperparams_from_group()`, so nothing here imports nn
-or optim.
+engine.matmul_precision, engine.metrics, engine.rollback, engine.runtime, tensor. Nn registers
+its Module guard (`register_guard`) and optimizers answer `hyperparams_from_group()`, so nothing
+here imports nn or optim.
 """
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ import jax
 from ..engine import executor, ir, matmul_precision, metrics
 from ..engine.device import default_device
 from ..engine.lowering import pack_groups, pack_values
+from ..engine.rollback import verify
 from ..engine.runtime import rt
 from .tensor import Tensor
 
@@ -596,7 +597,7 @@ def _verify_replay(plan, outs, rng_base, undo):
     leaf in place (kept at their old values when a check fails: plan.out_kept) stay bound;
     everything else gets back its value from before the call (`undo`: (object, attribute,
     old value), in binding order)."""
-    bad = executor.verify(outs[-1], plan.exe.check_infos)
+    bad = verify(outs[-1], plan.exe.check_infos)
     if bad:
         for obj, attr, old in reversed(undo):
             setattr(obj, attr, old)

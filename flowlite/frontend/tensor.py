@@ -1,11 +1,12 @@
 """The lazy `Tensor`: a handle on an IR node plus its autograd edge.
 
 Layer: frontend — imports engine.device, engine.dtypes, engine.errors, engine.executor,
-engine.graph_key, engine.ir, engine.mesh, engine.metrics, engine.runtime, engine.tape, printing.
-`apply` is the single entry point that records an op: it builds the node (shape/dtype checked
-now, so errors point at the user's line), attaches a GradFn when the tape is on, and registers
-the result as pending work. The PyTorch-named methods (arithmetic, shape ops, `backward`, in-
-place `*_`) are bound onto `Tensor` by `tensor_methods`, above the op front end.
+engine.graph_key, engine.host_reads, engine.ir, engine.mesh, engine.metrics, engine.runtime,
+engine.tape, printing. `apply` is the single entry point that records an op: it builds the node
+(shape/dtype checked now, so errors point at the user's line), attaches a GradFn when the tape
+is on, and registers the result as pending work. The PyTorch-named methods (arithmetic, shape
+ops, `backward`, in- place `*_`) are bound onto `Tensor` by `tensor_methods`, above the op front
+end.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import jax
 import numpy as np
 
 from ..engine.errors import ArgumentError
+from ..engine.host_reads import host_view
 from ..engine import dtypes as D, executor, ir
 from ..engine.graph_key import enter as _enter
 from ..engine.device import Device, _from_jax, default_device, device as _make_device
@@ -172,14 +174,14 @@ class Tensor:
         if n.device is None and not n.inputs:   # a shared baked constant: never materialised
             return np.full(n.attrs[0], n.attrs[1], dtype=n.dtype.np)
         if n.op is not _DATA:
-            v = executor.host_view(n)     # x[i, j] of data: read on the host, nothing compiled
+            v = host_view(n)     # x[i, j] of data: read on the host, nothing compiled
             if v is not None:
                 return v
             cause = f"{cause} at {user_site(3)}"
             rt.check_implicit_sync(cause)
             executor.sync_for_read(cause, n)
             if n.op is not _DATA:     # a bucketed output (executor._run_bucketed): on host
-                return executor.host_view(n)
+                return host_view(n)
         return n.value
 
     def numpy(self):

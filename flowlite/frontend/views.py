@@ -1,7 +1,7 @@
 """Views and write-through: PyTorch's aliasing on a functional graph.
 
-Layer: frontend — imports engine.errors, engine.executor, engine.ir, engine.layout,
-engine.runtime, engine.tape, ops, ops.shape, tensor.
+Layer: frontend — imports engine.errors, engine.executor, engine.host_reads, engine.ir,
+engine.layout, engine.runtime, engine.tape, ops, ops.shape, tensor.
 
 A view (basic indexing, `view`/`reshape` where the layout allows, `transpose`, `expand`,
 `narrow`, `split`, `diagonal`, `unfold`, `detach()`, `.data`, ...) is a new tensor whose
@@ -21,6 +21,7 @@ import weakref
 from ..engine.errors import ArgumentError, DTypeError, IndexRangeError
 from ..engine import executor, ir, layout as L
 from . import ops as F
+from ..engine.host_reads import commit_host_read
 from ..engine.runtime import rt
 from ..engine.tape import AccumulateGrad, _state
 from .ops.shape import transpose_family
@@ -401,7 +402,7 @@ def _note_undo(t, edge):
     can put it back (executor._rollback)."""
     old = t._node
     if old.op is not _DATA_OP:
-        executor.commit_host_read(old)      # a value read on the host stays what was read
+        commit_host_read(old)      # a value read on the host stays what was read
     if old.op is _DATA_OP:
         rt.local.undo.append((_ref(t), _ref(old), edge))
 

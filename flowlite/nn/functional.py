@@ -588,6 +588,41 @@ def _check_channel_params(op, shp, running_mean, running_var, weight, bias):
     return c
 
 
+def _centered_moments(x, axes):
+    """mean, x - mean and the biased variance over `axes` (kept as size-1 dims)."""
+    mean = F.mean(x, axes, keepdim=True)
+    d = x - mean
+    return mean, d, F.mean(d * d, axes, keepdim=True)
+
+
+def _channel_affine(y, weight, bias):
+    """y (N, C, *) scaled by weight (C,) and shifted by bias (C,), either may be None."""
+    bshape = (1, y.shape[1]) + (1,) * (y.ndim - 2)
+    if weight is not None:
+        y = y * F.reshape(weight, bshape)
+    if bias is not None:
+        y = y + F.reshape(bias, bshape)
+    return y
+
+
+def _update_running_stats(op, running_mean, running_var, mean, var, per_channel, n,
+                          momentum):
+    """r <- (1 - momentum) r + momentum * stat for each running buffer given, rebound in place
+    to pending nodes (the update is part of the same executable).  `per_channel` reduces a
+    batch statistic to (C,); the variance is made unbiased over the `n` values it spans."""
+    if running_mean is None and running_var is None:
+        return
+    with no_grad():
+        if running_mean is not None:
+            m = per_channel(mean)
+            rebind(running_mean, running_mean * (1.0 - momentum) + m * momentum,
+                   f"{op} running_mean")
+        if running_var is not None:   # n/(n-1) folded into the factor
+            v = per_channel(var)
+            rebind(running_var, running_var * (1.0 - momentum) +
+                   v * (momentum * (n / (n - 1))), f"{op} running_var")
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """Batch normalisation over (N, C, *).  In training mode the batch statistics normalise and,
@@ -607,19 +642,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if n <= 1:
             raise ArgumentError(f"Expected more than 1 value per channel when training, got input "
                                 f"size {tuple(shp)}")
-        mean = F.mean(input, axes, keepdim=True)
-        d = input - mean
-        var = F.mean(d * d, axes, keepdim=True)
-        if running_mean is not None or running_var is not None:
-            with no_grad():
-                if running_mean is not None:
-                    m = F.reshape(mean, (c,))
-                    rebind(running_mean, running_mean * (1.0 - momentum) + m * momentum,
-                           "batch_norm running_mean")
-                if running_var is not None:   # the unbiased variance: n/(n-1) folded in
-                    v = F.reshape(var, (c,))
-                    rebind(running_var, running_var * (1.0 - momentum) +
-                           v * (momentum * (n / (n - 1))), "batch_norm running_var")
+        mean, d, var = _centered_moments(input, axes)
+        _update_running_stats("batch_norm", running_mean, running_var, mean, var,
+                              lambda s: F.reshape(s, (c,)), n, momentum)
     else:
         if running_mean is None or running_var is None:
             raise ArgumentError("batch_norm: running_mean and running_var are required when "
@@ -653,27 +678,11 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     if n == 1:
         raise ArgumentError(f"Expected more than 1 spatial element when training, got input "
                             f"size {tuple(shp)}")
-    axes = tuple(range(2, len(shp)))
-    mean = F.mean(input, axes, keepdim=True)
-    d = input - mean
-    var = F.mean(d * d, axes, keepdim=True)
-    if running_mean is not None or running_var is not None:
-        with no_grad():
-            if running_mean is not None:
-                m = F.mean(F.reshape(mean, (shp[0], c)), 0)
-                rebind(running_mean, running_mean * (1.0 - momentum) + m * momentum,
-                       "instance_norm running_mean")
-            if running_var is not None:   # unbiased per instance, then averaged over N
-                v = F.mean(F.reshape(var, (shp[0], c)), 0)
-                rebind(running_var, running_var * (1.0 - momentum) +
-                       v * (momentum * (n / (n - 1))), "instance_norm running_var")
-    y = d * F.rsqrt(var + eps)
-    bshape = (1, c) + (1,) * (len(shp) - 2)
-    if weight is not None:
-        y = y * F.reshape(weight, bshape)
-    if bias is not None:
-        y = y + F.reshape(bias, bshape)
-    return y
+    mean, d, var = _centered_moments(input, tuple(range(2, len(shp))))
+    # per instance (unbiased), then averaged over N
+    _update_running_stats("instance_norm", running_mean, running_var, mean, var,
+                          lambda s: F.mean(F.reshape(s, (shp[0], c)), 0), n, momentum)
+    return _channel_affine(d * F.rsqrt(var + eps), weight, bias)
 
 
 def _norm_shape(normalized_shape):
@@ -702,10 +711,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         return record(P.layer_norm, (input, *affine), (k, float(eps), weight is not None,
                                                        bias is not None), tuple(shp), dt)
     # affine parameters of another dtype or a broadcastable shape: the composed ops
-    axes = tuple(range(len(shp) - k, len(shp)))
-    mean = F.mean(input, axes, keepdim=True)
-    d = input - mean
-    var = F.mean(d * d, axes, keepdim=True)
+    _, d, var = _centered_moments(input, tuple(range(len(shp) - k, len(shp))))
     y = d * F.rsqrt(var + eps)
     if weight is not None:
         y = y * weight
@@ -720,18 +726,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if len(shp) < 2 or shp[1] % num_groups:
         raise ArgumentError(f"group_norm: expected an input (N, C, *) with C divisible by "
                             f"num_groups={num_groups}, got shape {tuple(shp)}")
-    n, c = shp[0], shp[1]
-    xg = F.reshape(input, (n, num_groups, -1))
-    mean = F.mean(xg, 2, keepdim=True)
-    d = xg - mean
-    var = F.mean(d * d, 2, keepdim=True)
-    y = F.reshape(d * F.rsqrt(var + eps), shp)
-    bshape = (1, c) + (1,) * (len(shp) - 2)
-    if weight is not None:
-        y = y * F.reshape(weight, bshape)
-    if bias is not None:
-        y = y + F.reshape(bias, bshape)
-    return y
+    _, d, var = _centered_moments(F.reshape(input, (shp[0], num_groups, -1)), 2)
+    return _channel_affine(F.reshape(d * F.rsqrt(var + eps), shp), weight, bias)
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):

@@ -47,11 +47,6 @@ class _InstanceNorm(_NormBase):
                              0.0 if self.momentum is None else self.momentum, self.eps)
         return F.squeeze(y, 0) if unbatched else y
 
-    def extra_repr(self) -> str:
-        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, " \
-               f"affine={self.affine}, bias={self.bias is not None}, " \
-               f"track_running_stats={self.track_running_stats}"
-
 
 class InstanceNorm1d(_InstanceNorm):
     """(N, C, L) or (C, L)."""

@@ -16,7 +16,7 @@ from ._util import new_param
 
 class _NormBase(Module):
     """What BatchNorm and InstanceNorm share (as PyTorch's _NormBase): the affine parameters,
-    the running-statistics buffers (PyTorch's state_dict keys) and their reset."""
+    the running-statistics buffers (PyTorch's state_dict keys), their reset and the repr."""
 
     def __init__(self, num_features: int, eps: float, momentum, affine: bool,
                  track_running_stats: bool, device, dtype, bias: bool):
@@ -50,6 +50,11 @@ class _NormBase(Module):
         self.reset_running_stats()
         _reset_affine(self)
 
+    def extra_repr(self) -> str:
+        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, " \
+               f"affine={self.affine}, bias={self.bias is not None}, " \
+               f"track_running_stats={self.track_running_stats}"
+
 
 class _BatchNorm(_NormBase):
     _expected_dims: tuple = ()
@@ -80,11 +85,6 @@ class _BatchNorm(_NormBase):
         return Fn.batch_norm(input, self.running_mean if update else None,
                              self.running_var if update else None, self.weight, self.bias,
                              use_batch_stats, factor, self.eps)
-
-    def extra_repr(self) -> str:
-        return f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, " \
-               f"affine={self.affine}, bias={self.bias is not None}, " \
-               f"track_running_stats={self.track_running_stats}"
 
 
 class BatchNorm1d(_BatchNorm):
