@@ -15,9 +15,56 @@ def _index(idx, n, what):
     return idx + n if idx < 0 else idx
 
 
-class _ModuleSequence(Module):
-    """What Sequential and ModuleList share: children keyed "0", "1", ... kept consecutive
-    (as PyTorch renumbers them after a deletion or insertion), length, iteration, append."""
+class _Container(Module):
+    """A container keeps its items in one of the module's registries (`_modules`,
+    `_parameters`), named by `_registry`, and has no forward() of its own."""
+    _registry = ""
+
+    def _items(self):
+        return self.__dict__[self._registry]
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} is a container and has no forward()")
+
+
+class _IndexedContainer(_Container):
+    """The list protocol over the registry, items keyed "0", "1", ...: what Sequential,
+    ModuleList and ParameterList share; they differ in how an item is registered."""
+
+    def _register(self, key, value):
+        raise NotImplementedError
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(list(self._items().values())[idx])
+        return self._items()[str(_index(idx, len(self), type(self).__name__))]
+
+    def __setitem__(self, idx, value):
+        self._register(str(_index(idx, len(self), type(self).__name__)), value)
+
+    def __len__(self):
+        return len(self._items())
+
+    def __iter__(self):
+        return iter(self._items().values())
+
+    def append(self, value):
+        self._register(str(len(self)), value)
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+
+class _ModuleSequence(_IndexedContainer):
+    """Sequential and ModuleList: child modules, kept numbered consecutively (as PyTorch
+    renumbers them after a deletion or insertion)."""
+    _registry = "_modules"
+
+    def _register(self, key, module):
+        self.add_module(key, module)
 
     def _renumber(self, items):
         self._modules.clear()
@@ -31,16 +78,6 @@ class _ModuleSequence(Module):
         else:
             del items[_index(idx, len(self), type(self).__name__)]
         self._renumber(items)
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
 
     def pop(self, index: int = -1):
         m = self[index]
@@ -89,11 +126,6 @@ class Sequential(_ModuleSequence):
         self._renumber(items)
         return self
 
-    def extend(self, modules) -> "Sequential":
-        for m in modules:
-            self.append(m)
-        return self
-
     def forward(self, x):
         for m in self._modules.values():
             x = m(x)
@@ -108,14 +140,6 @@ class ModuleList(_ModuleSequence):
         if modules is not None:
             self.extend(modules)
 
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return type(self)(list(self._modules.values())[idx])
-        return self._modules[str(_index(idx, len(self), "ModuleList"))]
-
-    def __setitem__(self, idx, module):
-        self.add_module(str(_index(idx, len(self), "ModuleList")), module)
-
     def __iadd__(self, modules):
         return self.extend(modules)
 
@@ -125,9 +149,7 @@ class ModuleList(_ModuleSequence):
     def extend(self, modules) -> "ModuleList":
         if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
             raise TypeError("ModuleList.extend should be called with an iterable of modules")
-        for m in modules:
-            self.append(m)
-        return self
+        return super().extend(modules)
 
     def insert(self, index: int, module) -> None:
         items = list(self._modules.values())
@@ -156,18 +178,14 @@ class ModuleList(_ModuleSequence):
                                   "it in the parent's forward")
 
 
-class _RegistryDict(Module):
-    """The dict protocol over one of the module's registries (`_modules`, `_parameters`):
-    ModuleDict and ParameterDict differ only in which one, and how an item is registered."""
-    _registry = ""
+class _RegistryDict(_Container):
+    """The dict protocol over the registry: ModuleDict and ParameterDict differ only in
+    which one, and how an item is registered."""
 
     def __init__(self, items=None):
         super().__init__()
         if items is not None:
             self.update(items)
-
-    def _items(self):
-        return self.__dict__[self._registry]
 
     def __getitem__(self, key):
         return self._items()[key]
@@ -208,9 +226,6 @@ class _RegistryDict(Module):
         for k, v in pairs:
             self[k] = v
 
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError(f"{type(self).__name__} is a container and has no forward()")
-
 
 class ModuleDict(_RegistryDict):
     """An ordered dict of modules, registered under their keys."""
@@ -234,46 +249,23 @@ def _as_parameter(value):
     raise TypeError(f"expected a Parameter or Tensor, got {type(value).__name__}")
 
 
-class ParameterList(Module):
+class ParameterList(_IndexedContainer):
     """A list of parameters registered under keys "0", "1", ... (PyTorch's)."""
+    _registry = "_parameters"
 
     def __init__(self, values=None):
         super().__init__()
         if values is not None:
             self.extend(values)
 
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return ParameterList(list(self._parameters.values())[idx])
-        return self._parameters[str(_index(idx, len(self), "ParameterList"))]
-
-    def __setitem__(self, idx, value):
-        self.register_parameter(str(_index(idx, len(self), "ParameterList")),
-                                _as_parameter(value))
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters.values())
+    def _register(self, key, value):
+        self.register_parameter(key, _as_parameter(value))
 
     def __iadd__(self, values):
         return self.extend(values)
 
-    def append(self, value) -> "ParameterList":
-        self.register_parameter(str(len(self)), _as_parameter(value))
-        return self
-
-    def extend(self, values) -> "ParameterList":
-        for v in values:
-            self.append(v)
-        return self
-
     def extra_repr(self):
         return _params_repr(self._parameters)
-
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError("ParameterList is a container and has no forward()")
 
 
 class ParameterDict(_RegistryDict):
