@@ -125,7 +125,47 @@ def _shutdown_loader_threads() -> None:
             t.join(timeout=5.0)
 
 
-class _BatchIterator:
+class _Pass:
+    """What both kinds of pass over a loader's batches share: their threads, registered in
+    `_live` while they may run and joined by close() (unless close() runs in one of them),
+    the consumer's wait bounded by the loader's timeout, and the iterator and
+    context-manager protocols."""
+
+    def _start(self, threads: list) -> None:
+        self._threads = threads
+        _live.add(self)
+        for t in threads:
+            t.start()
+
+    def _join(self, timeout: float) -> None:
+        me = threading.current_thread()
+        for t in self._threads:
+            if t is not me:
+                t.join(timeout=timeout)
+        _live.discard(self)
+
+    def _take(self, q: queue.Queue) -> Any:
+        try:
+            return q.get(timeout=self._timeout)
+        except queue.Empty:
+            self.close()
+            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds "
+                               "waiting for a batch") from None
+
+    def close(self, timeout: float = 1.0) -> None:
+        raise NotImplementedError
+
+    def __iter__(self):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+
+class _BatchIterator(_Pass):
     """One pass over the loader's batches: from `sources` (one batch generator per
     worker), round-robin — each in a thread of its own when `threaded`."""
 
@@ -141,19 +181,11 @@ class _BatchIterator:
         self._inline = None
         self._stop = threading.Event()
         self._queues = [queue.Queue(maxsize=depth) for _ in sources]
-        for k, (source, q) in enumerate(zip(sources, self._queues)):
-            t = threading.Thread(
-                target=_produce,
-                args=(source, infos[k] if infos else None, init_fn, q, self._stop),
-                name=THREAD_NAME, daemon=True)
-            self._threads.append(t)
-        _live.add(self)
-        for t in self._threads:
-            t.start()
+        self._start([threading.Thread(target=_produce, name=THREAD_NAME, daemon=True,
+                                      args=(source, infos[k] if infos else None, init_fn, q,
+                                            self._stop))
+                     for k, (source, q) in enumerate(zip(sources, self._queues))])
         self._live_queues = list(self._queues)
-
-    def __iter__(self) -> "_BatchIterator":
-        return self
 
     def __next__(self) -> Any:
         if self._done:
@@ -162,12 +194,7 @@ class _BatchIterator:
             return self._next_inline()
         while self._live_queues:
             k = self._next % len(self._live_queues)
-            try:
-                item = self._live_queues[k].get(timeout=self._timeout)
-            except queue.Empty:
-                self.close()
-                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds "
-                                   "waiting for a batch") from None
+            item = self._take(self._live_queues[k])
             if item is _END:
                 del self._live_queues[k]       # this worker is exhausted: skip it from now on
                 if self._live_queues:
@@ -208,17 +235,7 @@ class _BatchIterator:
                     q.get_nowait()
                 except queue.Empty:
                     break
-        me = threading.current_thread()
-        for t in self._threads:
-            if t is not me:
-                t.join(timeout=timeout)
-        _live.discard(self)
-
-    def __enter__(self) -> "_BatchIterator":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
+        self._join(timeout)
 
     def __del__(self) -> None:
         if self._threads:
@@ -248,7 +265,7 @@ def _work(make_batch: Callable, info: WorkerInfo, init_fn: Optional[Callable],
             out.put(_Failure(exc))
 
 
-class _WorkerPool:
+class _WorkerPool(_Pass):
     """Map-style loading with N worker threads, PyTorch's way: the consumer walks the plan
     and hands index batch j to worker j % N, keeping ``depth`` batches per worker in
     flight, and takes results back in order."""
@@ -260,15 +277,12 @@ class _WorkerPool:
         self._stop = threading.Event()
         self._tasks = [queue.Queue() for _ in range(n)]
         self._results = [queue.Queue() for _ in range(n)]
-        self._threads = [threading.Thread(target=_work, name=THREAD_NAME, daemon=True,
-                                          args=(make_batch, infos[k], init_fn, self._tasks[k],
-                                                self._results[k], self._stop))
-                         for k in range(n)]
         self._sent = self._taken = 0
         self._exhausted = self._done = False
-        _live.add(self)
-        for t in self._threads:
-            t.start()
+        self._start([threading.Thread(target=_work, name=THREAD_NAME, daemon=True,
+                                      args=(make_batch, infos[k], init_fn, self._tasks[k],
+                                            self._results[k], self._stop))
+                     for k in range(n)])
         for _ in range(depth * n):
             self._dispatch()
 
@@ -285,20 +299,11 @@ class _WorkerPool:
         self._tasks[self._sent % len(self._tasks)].put(task)
         self._sent += 1
 
-    def __iter__(self) -> "_WorkerPool":
-        return self
-
     def __next__(self) -> Any:
         if self._done or (self._exhausted and self._taken == self._sent):
             self.close()
             raise StopIteration
-        k = self._taken % len(self._results)
-        try:
-            item = self._results[k].get(timeout=self._timeout)
-        except queue.Empty:
-            self.close()
-            raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds "
-                               "waiting for a batch") from None
+        item = self._take(self._results[self._taken % len(self._results)])
         if isinstance(item, _Failure):
             self.close()
             raise item.exc
@@ -309,17 +314,7 @@ class _WorkerPool:
     def close(self, timeout: float = 1.0) -> None:
         self._done = True
         self._stop.set()
-        me = threading.current_thread()
-        for t in self._threads:
-            if t is not me:
-                t.join(timeout=timeout)
-        _live.discard(self)
-
-    def __enter__(self) -> "_WorkerPool":
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
+        self._join(timeout)
 
     def __del__(self) -> None:
         self._stop.set()
