@@ -33,8 +33,14 @@ from ..extend import (Tensor, dtypes as D, from_jax, no_grad, rebind, record_int
 
 to_dtype = extend.ops.to_dtype
 
-# registry of optax transformations used by recorded update nodes (attrs hold the key)
-_TX: dict = {}
+class _OptaxKey(NamedTuple):
+    """The key of an `Optax` optimizer's update: its own transformation and the sign."""
+    tx: Any
+    maximize: bool
+
+
+def _transformation(key):
+    return key if type(key) is _Factory else key.tx
 
 
 class StepState(NamedTuple):
@@ -47,12 +53,26 @@ class StepState(NamedTuple):
 
 class _Factory:
     """A flowlite optimizer's transformation: `factory(**hyper, **static)`, built inside the
-    update's lowering from that step's hyper-parameter values (traced float32 scalars)."""
-    __slots__ = ("factory", "static")
+    update's lowering from that step's hyper-parameter values (traced float32 scalars).
+    It is also the key of the recorded update (in its attrs: part of the graph key), so equal
+    transformations — same optimizer, factory, static options, hyper-parameter names and
+    sign — record the same program, and the lowering finds the transformation in its attrs."""
+    __slots__ = ("name", "factory", "static", "hyper_names", "maximize", "_id")
 
-    def __init__(self, factory, static):
+    def __init__(self, name, factory, static, hyper_names, maximize):
+        self.name = name
         self.factory = factory
         self.static = dict(static)
+        self.hyper_names = tuple(sorted(hyper_names))
+        self.maximize = bool(maximize)
+        self._id = (name, factory, tuple(sorted(self.static.items())), self.hyper_names,
+                    self.maximize)
+
+    def __eq__(self, other):
+        return type(other) is _Factory and other._id == self._id
+
+    def __hash__(self):
+        return hash(self._id)
 
     def build(self, hyper):
         return self.factory(**hyper, **self.static)
@@ -85,7 +105,7 @@ def _cause(opt, call, site):
 
 def _lower_update(attrs, *xs):
     tx_key, n, state_treedef, hp_names, maximize = attrs
-    tx = _TX[tx_key]
+    tx = _transformation(tx_key)
     params = list(xs[:n])
     grads = list(xs[n:2 * n])
     n_state = state_treedef.num_leaves
@@ -260,10 +280,8 @@ class Optimizer:
         group = self.param_groups[gi]
         factory, hyper, static = self._transform(group)
         # maximize flips the update's sign inside the recorded node: part of its structure
-        key = (type(self).__name__, factory, tuple(sorted(static.items())), tuple(sorted(hyper)),
-               bool(group.get("maximize", False)))
-        if key not in _TX:
-            _TX[key] = _Factory(factory, static)
+        key = _Factory(type(self).__name__, factory, static, hyper,
+                       group.get("maximize", False))
         return key, hyper
 
     def _init_values(self, gi, key):
@@ -271,7 +289,7 @@ class Optimizer:
         dev = group["params"][0].device if group["params"] else None
         with jax.default_device(dev.jax_device if dev and dev.type != "mesh" else None):
             zeros = [jnp.zeros(tuple(p.shape), p.dtype.np) for p in group["params"]]
-            tx = _TX[key]
+            tx = _transformation(key)
             if type(tx) is _Factory:
                 hyper = {k: float(_as_float(v)) for k, v in self.update_transform(gi)[1].items()}
                 return tx.init(zeros, hyper)
@@ -297,7 +315,7 @@ class Optimizer:
         if key != self._keys[gi]:
             old = self._opt_state[gi]
             group = self.param_groups[gi]
-            tx = _TX[key]
+            tx = _transformation(key)
             init = (lambda ps: tx.init(ps, hyper)) if type(tx) is _Factory else tx.init
             shapes = jax.eval_shape(
                 init, [jax.ShapeDtypeStruct(tuple(p.shape), p.dtype.np)
@@ -443,7 +461,8 @@ class Optimizer:
         """A state saved before hyper-parameters left the state (flowlite's layout kept the
         optax.inject_hyperparams state: leaf0 the count, then one leaf per hyper-parameter,
         sorted by name, then the transformation's state) in today's layout."""
-        k = len(self._keys[gi][3]) if type(_TX.get(self._keys[gi])) is _Factory else 0
+        key = self._keys[gi]
+        k = len(key.hyper_names) if type(key) is _Factory else 0
         if not k or len(entry) != n + k or any(f"leaf{j}" not in entry for j in range(n + k)):
             return entry
         out = {"leaf0": entry["leaf0"]}
@@ -579,6 +598,5 @@ class Optax(Optimizer):
 
     def update_transform(self, gi):
         group = self.param_groups[gi]
-        key = ("Optax", id(self._tx), bool(group.get("maximize", False)))
-        _TX.setdefault(key, self._tx)
+        key = _OptaxKey(self._tx, bool(group.get("maximize", False)))
         return key, {k: group[k] for k in self._hp}
