@@ -146,6 +146,31 @@ def test_one_executable_per_step_and_lr_changes_never_recompile():
     assert c1["executions"] - c0["executions"] == 4 * len(opts)
 
 
+def test_update_keys_compare_by_value_and_say_nothing_changed():
+    # the update's key (in its attrs) is its transformation, no registry: equal options make
+    # equal keys (one program for two optimizers), and a recompile explanation reports no
+    # change to the update when only the batch changed and the key was rebuilt (lr set)
+    import optax
+    a, b = (optim.Adam([fl.zeros(3, requires_grad=True)], lr=lr) for lr in (0.1, 0.2))
+    ka, kb = a.update_transform(0)[0], b.update_transform(0)[0]
+    assert ka == kb and hash(ka) == hash(kb) and repr(ka) == repr(kb)
+    assert ka != optim.Adam([fl.zeros(3, requires_grad=True)], amsgrad=True).update_transform(0)[0]
+    tx = optax.sgd(0.1)
+    k1, k2 = (optim.Optax([fl.zeros(3, requires_grad=True)], tx).update_transform(0)[0]
+              for _ in range(2))
+    assert k1 == k2 and k1 != optim.Optax([fl.zeros(3, requires_grad=True)],
+                                          optax.sgd(0.1)).update_transform(0)[0]
+    w = fl.zeros(4, 3, requires_grad=True)
+    opt = optim.Adam([w], lr=1e-3)
+    for bs, lr in ((2, 1e-3), (3, 2e-3)):
+        opt.param_groups[0]["lr"] = lr
+        (fl.ones(bs, 4) @ w).sum().backward()
+        opt.step()
+        opt.zero_grad()
+    last = fl.debug.recompile_explanations()[-1]     # the step at batch 3
+    assert "test_optim_more.py" in last and "optax_update" not in last
+
+
 BAD = [
     (optim.Adadelta, dict(rho=1.5), "Invalid rho value: 1.5"),
     (optim.Adadelta, dict(lr=-1.0), "Invalid learning rate"),

@@ -33,6 +33,7 @@ from ..extend import (Tensor, dtypes as D, from_jax, no_grad, rebind, record_int
 
 to_dtype = extend.ops.to_dtype
 
+
 class _OptaxKey(NamedTuple):
     """The key of an `Optax` optimizer's update: its own transformation and the sign."""
     tx: Any
@@ -40,6 +41,7 @@ class _OptaxKey(NamedTuple):
 
 
 def _transformation(key):
+    """The transformation an update's key names (the key travels in the node's attrs)."""
     return key if type(key) is _Factory else key.tx
 
 
@@ -73,6 +75,10 @@ class _Factory:
 
     def __hash__(self):
         return hash(self._id)
+
+    def __repr__(self):
+        # by value, as its equality: debug's recompile explanations compare attrs by repr
+        return f"_Factory{self._id!r}"
 
     def build(self, hyper):
         return self.factory(**hyper, **self.static)
