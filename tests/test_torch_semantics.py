@@ -128,3 +128,14 @@ def test_normal_forms_shapes_statistics_and_zero_gradients():
         y = lib.normal(m, 1.0)
         y.sum().backward()
         assert y.requires_grad and m.grad.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_softmax_and_log_softmax_take_a_dtype_as_in_pytorch():
+    x = np.array([[1.0, 2.0], [3.0, 0.5]], np.float32)
+    for name in ("softmax", "log_softmax"):
+        want = getattr(torch.tensor(x), name)(dim=1, dtype=torch.float16)
+        for got in (getattr(fl.tensor(x), name)(dim=1, dtype=fl.float16),
+                    getattr(fl, name)(fl.tensor(x), 1, dtype=fl.float16),
+                    getattr(fl.nn.functional, name)(fl.tensor(x), dim=1, dtype=fl.float16)):
+            assert got.dtype is fl.float16
+            np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), atol=2e-3)

@@ -1346,15 +1346,11 @@ def _softmax_dim(ndim):
 
 
 def softmax(input, dim=None, _stacklevel=3, dtype=None):
-    if dtype is not None:
-        input = F.to_dtype(input, dtype)
-    return F.softmax(input, _softmax_dim(input.ndim) if dim is None else dim)
+    return F.softmax(input, _softmax_dim(input.ndim) if dim is None else dim, dtype)
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
-    if dtype is not None:
-        input = F.to_dtype(input, dtype)
-    return F.log_softmax(input, _softmax_dim(input.ndim) if dim is None else dim)
+    return F.log_softmax(input, _softmax_dim(input.ndim) if dim is None else dim, dtype)
 
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):

@@ -531,7 +531,9 @@ def _max_window_select(x, gg, attrs):
 
 
 @torch_op
-def softmax(x, dim):
+def softmax(x, dim, dtype=None):
+    if dtype is not None:                   # PyTorch casts the input first
+        x = to_dtype(x, D.from_any(dtype))
     if x.dtype.kind != "f":
         x = to_dtype(x, D.default_float())
     d = _norm_dim(dim, builtins.max(x.ndim, 1), "softmax") if x.ndim else 0
@@ -541,7 +543,9 @@ def softmax(x, dim):
 
 
 @torch_op
-def log_softmax(x, dim):
+def log_softmax(x, dim, dtype=None):
+    if dtype is not None:
+        x = to_dtype(x, D.from_any(dtype))
     if x.dtype.kind != "f":
         x = to_dtype(x, D.default_float())
     if x.ndim == 0:
