@@ -71,6 +71,16 @@ def test_explains_a_changed_model_branch_with_its_source_line():
     assert "test_debug.py:" in e.split("recompile #1")[1]
 
 
+def test_explains_a_changed_check_with_its_source_line():
+    # a check node carries its line (Node.site) even before line tracking is switched on
+    i = fl.from_numpy(np.array([0, 1, 1], np.int64)) * 1     # pending: its range is checked
+    for rows in (3, 4):
+        (_data(rows, 3)[i] * 2).sum().item()
+    e = _explanations()
+    assert "'check_range'" in e
+    assert re.search(r"'check_range': [^;]*\(created at test_debug\.py:\d+\)", e), e
+
+
 def test_warns_after_n_recompiles_at_one_site():
     fl.debug.set_recompile_warning_threshold(2)
     try:

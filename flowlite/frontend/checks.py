@@ -62,12 +62,12 @@ class Check:
         self.detail = detail
         self.site = user_site(3)
         # the result the check guards (weakly): a failed check fails the outputs computed
-        # from it, and only those (executor._commit_failed)
+        # from it, and only those (cache._check_masks)
         self.out = None if out is None else weakref.ref(out._node)
         # ...and what reads the checked index tensor (the op's backward reads it, not `out`)
         self.index = None if index is None else weakref.ref(index._node)
 
-    def __str__(self):           # where a tool prints a node's site
+    def __str__(self):           # a check prints as its source line
         return self.site
 
     def error(self, value) -> Exception:
@@ -134,6 +134,7 @@ def _register(prim, t, attrs, check):
         return
     node = apply(prim, (t,), attrs, (2,), attrs[-1] if prim is range_check else attrs[0])._node
     node.check = check
+    node.site = check.site      # a check always knows its line (debug names it, tracking or not)
     rt.local.checks.append(node)
 
 
