@@ -399,7 +399,7 @@ def version(x):
 # ---- writes ---------------------------------------------------------------------------------
 def _note_undo(t, edge):
     """Remember t's materialised node (weakly: its buffer stays donatable) so a failed sync
-    can put it back (executor._rollback)."""
+    can put it back (rollback._rollback)."""
     old = t._node
     if old.op is not _DATA_OP:
         commit_host_read(old)      # a value read on the host stays what was read
