@@ -178,7 +178,10 @@ def on_compile(cause, order, leaves, scalars, roots, exe=None):
         nearest = min(history, key=lambda h: _distance(h, summary))
         changes = _diff(nearest, summary)
         n = _site_recompiles[site] = _site_recompiles.get(site, 0) + 1
-        text = f"recompile #{n} at {site}: " + "; ".join(changes)
+        secs = metrics._compile_log[-1][4] if metrics._compile_log else 0.0
+        how = ("loaded from the persistent cache" if exe is not None and exe.loaded
+               else "compiled")
+        text = f"recompile #{n} at {site}: " + "; ".join(changes) + f" ({how} in {secs:.2f}s)"
         _explanations.append(text)
         del _explanations[:-50]
         if not flags["track_sites"] or _watch.auto_track_until:

@@ -278,3 +278,33 @@ def test_user_site_names_each_call_line_of_one_function():
         ns = {"user_site": user_site}
         exec(compile("\n" * k + "def f():\n    return user_site(1)\n", "gen.py", "exec"), ns)
         assert ns["f"]() == f"gen.py:{k + 2}"
+
+
+def test_each_recompile_says_whether_it_compiled_or_loaded_from_the_persistent_cache(tmp_path):
+    # an in-memory cache miss costs the user even when XLA's program comes from the disk
+    # cache: the second process explains the same recompile, and says it loaded it
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        import flowlite as fl
+        from flowlite import nn, optim
+        fl.manual_seed(0)
+        model = nn.Linear(4, 2)
+        opt = optim.SGD(model.parameters(), lr=0.1)
+        for b in (8, 5):
+            loss = model(fl.randn(b, 4)).pow(2).mean()
+            opt.zero_grad(); loss.backward(); opt.step()
+        print("EXPLAIN", fl.debug.recompile_explanations()[-1])
+        print(fl.metrics.report())
+    """)
+    env = dict(os.environ, FLOWLITE_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=env, timeout=120) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    first, second = (r.stdout.split("EXPLAIN")[1].split("\n")[0] for r in runs)
+    assert "recompile #1" in first and "(compiled in" in first, first
+    assert "recompile #1" in second and "(loaded from the persistent cache in" in second, second
+    assert "loaded" in runs[1].stdout.split("in-memory cache misses")[1]

@@ -34,11 +34,12 @@ def test_trace_holds_phases_causes_steps_and_user_ranges(tmp_path):
         assert e["ph"] == "X" and e["dur"] >= 0 and isinstance(e["ts"], float)
     assert names.count("my_step") == 3
     assert {"ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"} <= set(names)
-    assert "compile" in names and "dispatch" in names and "record ops" in names
+    # a cache miss is a compile, or a load when JAX's persistent cache had the program
+    assert {"compile", "load"} & set(names) and "dispatch" in names and "record ops" in names
     causes = [e["args"]["cause"] for e in events if e["name"] == "sync"]
     assert any("optimizer.step()" in c for c in causes), causes
     assert any(".item()" in c and "test_profiler.py" in c for c in causes), causes
-    compiles = [e for e in events if e["name"] == "compile"]
+    compiles = [e for e in events if e["name"] in ("compile", "load")]
     assert all(e["args"]["nodes"] > 0 for e in compiles)
     table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=5)
     assert "my_step" in table or "compile" in table

@@ -152,8 +152,8 @@ class profile:
         if kind == "sync":
             self._add("sync", "flowlite", now, now, {"cause": data})
         elif kind == "compile":
-            cause, n_nodes, n_in, n_out, seconds = data
-            self._add("compile", "flowlite", now - seconds, now,
+            cause, n_nodes, n_in, n_out, seconds, loaded = data
+            self._add("load" if loaded else "compile", "flowlite", now - seconds, now,
                       {"cause": cause, "nodes": n_nodes, "inputs": n_in, "outputs": n_out})
         elif kind == "execution":
             t0, t1, t2, last_end = data

@@ -429,6 +429,7 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
             order = _walk_marked(roots + checks if checks else roots)[0]
             out_slots = tuple([r.mark for r in roots])
         tc = time.perf_counter()
+        hits0 = metrics.persistent_hits()
         slot = _slots(leaves, scalars, order)
         try:
             exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate,
@@ -439,6 +440,7 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
             _rollback(roots, e)
             raise
         st.exes[donate] = exe
+        exe.loaded = metrics.persistent_hits() > hits0
         _admit(exe, time.perf_counter() - tc, order, leaves, scalars, roots, len(args), cause,
                device)
     else:
@@ -501,7 +503,7 @@ def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device)
     """Count a compile (compile_s seconds) or a cache hit (None), and refuse an executable
     whose new memory can't fit (OutOfMemoryError, nothing run)."""
     if compile_s is not None:
-        metrics.note_compile(compile_s, len(order), n_args, len(roots), cause)
+        metrics.note_compile(compile_s, len(order), n_args, len(roots), cause, exe.loaded)
         rt.on_compile(cause, order, leaves, scalars, roots, exe)
     else:
         exe.hits += 1
@@ -539,6 +541,7 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
     if got is None or got[0] is None:
         return False
     tpl, s = got
+    hits0 = metrics.persistent_hits()
     try:
         ran = buckets.prepare(tpl, s, nodes, key[2], key[3], device)
     except buckets.Unsupported:
@@ -547,6 +550,8 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
     if ran is None:
         return False
     exe, args, out_shapes, compile_s = ran
+    if compile_s is not None:
+        exe.loaded = metrics.persistent_hits() > hits0
     _admit(exe, compile_s, order, leaves, scalars, roots, len(args), cause, device)
     if rt.local.unverified is not None:
         _verify_deferred(roots)

@@ -27,10 +27,11 @@ from .device import platform_of
 class Executable:
     """One compiled program and what the tools report about it."""
     __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary",
-                 "n_checks", "guarded", "need_bytes", "check_infos", "chained")
+                 "n_checks", "guarded", "need_bytes", "check_infos", "chained", "loaded")
 
     def __init__(self, fn, n_outputs, donate):
         self.summary = None
+        self.loaded = False       # built from JAX's persistent cache rather than compiled
         self.fn = fn              # outputs in root order
         self.compiled = fn        # the jax Compiled (its outputs may be ordered differently)
         self.n_outputs = n_outputs

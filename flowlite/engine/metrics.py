@@ -104,13 +104,20 @@ def note_sync(cause: str) -> None:
         _tell("sync", cause)
 
 
-def note_compile(seconds: float, n_nodes: int, n_inputs: int, n_outputs: int, cause: str) -> None:
+def persistent_hits() -> int:
+    return _C["persistent_cache_hits"]
+
+
+def note_compile(seconds: float, n_nodes: int, n_inputs: int, n_outputs: int, cause: str,
+                 loaded: bool = False) -> None:
+    """An in-memory cache miss: `seconds` to build the executable, `loaded` when XLA's
+    program came from the persistent cache instead of a compile."""
     _C["compiles"] += 1
     _C["compile_s"] += seconds
     _timing.compile_pending += seconds
-    _compile_log.append((cause, n_nodes, n_inputs, n_outputs, seconds))
+    _compile_log.append((cause, n_nodes, n_inputs, n_outputs, seconds, loaded))
     if listeners:
-        _tell("compile", (cause, n_nodes, n_inputs, n_outputs, seconds))
+        _tell("compile", (cause, n_nodes, n_inputs, n_outputs, seconds, loaded))
 
 
 last_sync = [0.0, 0.0, 0.0, 0]   # start, executable ready, dispatched, nodes: of the last sync
@@ -159,7 +166,8 @@ def report() -> str:
             lines.append(f"  {title}:")
             lines.extend(f"    {e}" for e in entries)
     if _compile_log:
-        lines.append("  compiles:")
-        for cause, nn, ni, no, s in _compile_log[-20:]:
-            lines.append(f"    {s:7.3f}s  {nn} ops, {ni} inputs, {no} outputs  ({cause})")
+        lines.append("  in-memory cache misses (compiled, or loaded from the persistent cache):")
+        for cause, nn, ni, no, s, loaded in _compile_log[-20:]:
+            lines.append(f"    {s:7.3f}s  {'loaded  ' if loaded else 'compiled'}  {nn} ops, "
+                         f"{ni} inputs, {no} outputs  ({cause})")
     return "\n".join(lines)
