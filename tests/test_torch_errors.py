@@ -71,6 +71,7 @@ CASES = {
     "conv1d_rank": lambda L: L.nn.functional.conv1d(T(L,1,2,3,5), T(L,1,2,3)),
     "linear_mismatch": lambda L: L.nn.functional.linear(T(L,2,3), T(L,4,5)),
     "pad_bad_mode": lambda L: L.nn.functional.pad(T(L,1,2,3), (1,1), mode="nope"),
+    "pad_reflect_rank": lambda L: L.nn.functional.pad(T(L,1,2,3,4), (1,1), mode="reflect"),
     "pad_odd": lambda L: L.nn.functional.pad(T(L,1,2,3), (1,)),
     "pad_reflect_too_big": lambda L: L.nn.functional.pad(T(L,1,2,3), (3,3), mode="reflect"),
     "meshgrid_indexing": lambda L: L.meshgrid(T(L,2), T(L,3), indexing="zz"),

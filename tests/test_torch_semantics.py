@@ -139,3 +139,21 @@ def test_softmax_and_log_softmax_take_a_dtype_as_in_pytorch():
                     getattr(fl.nn.functional, name)(fl.tensor(x), dim=1, dtype=fl.float16)):
             assert got.dtype is fl.float16
             np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), atol=2e-3)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("pad", [(-1, 2), (2, -1), (-2, -1), (0, -3), (3, -2, 1, -1)])
+def test_negative_padding_crops_first_in_every_mode_as_pytorch(mode, pad):
+    x = np.arange(2 * 4 * 6, dtype=np.float32).reshape((1, 2, 4, 6) if len(pad) == 4
+                                                       else (2, 4, 6)) / 10
+    w = np.cos(np.arange(200, dtype=np.float32))
+    out, grads = [], []
+    for lib in (torch, fl):
+        t = lib.tensor(x, requires_grad=True)
+        y = lib.nn.functional.pad(t, pad, mode=mode)
+        n = int(np.prod(tuple(y.shape)))
+        (y * lib.tensor(w[:n]).reshape(tuple(y.shape))).sum().backward()
+        out.append(y.detach().numpy() if lib is torch else y.numpy())
+        grads.append(t.grad.numpy())
+    np.testing.assert_allclose(out[1], out[0], rtol=1e-6)
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)

@@ -800,6 +800,10 @@ def one_hot(tensor, num_classes=-1):
 
 # ---- padding -----------------------------------------------------------------------------------
 def _pad_index(n, lo, hi, mode):
+    if lo < 0 or hi < 0:
+        # negative padding crops first; the rest pads the cropped range (as PyTorch does)
+        kept = np.arange(max(-lo, 0), n - max(-hi, 0))
+        return kept[_pad_index(len(kept), max(lo, 0), max(hi, 0), mode)]
     j = np.arange(-lo, n + hi)
     if mode == "reflect":
         if lo >= n or hi >= n:
@@ -826,14 +830,13 @@ def pad(input, pad, mode="constant", value=None):
     if len(pad) % 2 or len(pad) // 2 > input.ndim:
         raise ArgumentError(f"pad: padding length {len(pad)} must be even and at most twice the "
                             f"number of dims ({input.ndim})")
-    if builtins.any(p < 0 for p in pad):
-        raise ArgumentError(f"pad: negative padding is only supported in 'constant' mode")
     k = len(pad) // 2
     if mode in ("reflect", "replicate", "circular") and (
             k not in (1, 2, 3) or input.ndim not in (k + 1, k + 2)):
         # PyTorch pads 1-3 trailing dims in these modes, of an unbatched or batched input
-        raise ArgumentError(f"pad: {mode} padding of {k} dims (pad={tuple(pad)}) expects a "
-                            f"{k + 1}D or {k + 2}D input, got shape {tuple(input.shape)}")
+        raise UnsupportedModeError(f"pad: {mode} padding of {k} dims (pad={tuple(pad)}) "
+                                   f"expects a {k + 1}D or {k + 2}D input, got shape "
+                                   f"{tuple(input.shape)}")
     y = input
     for i in range(len(pad) // 2):
         lo, hi = pad[2 * i], pad[2 * i + 1]
