@@ -157,3 +157,23 @@ def test_negative_padding_crops_first_in_every_mode_as_pytorch(mode, pad):
         grads.append(t.grad.numpy())
     np.testing.assert_allclose(out[1], out[0], rtol=1e-6)
     np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,size", [((1, 1, 4, 4), (6, 5)), ((2, 3, 5, 7), (9, 4)),
+                                        ((1, 3, 16, 9), (7, 21)), ((2, 2, 9, 9), (3, 3))])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_bilinear_resize_of_uint8_images_is_bit_exact_with_pytorch(shape, size, align_corners):
+    x = np.random.default_rng(1).integers(0, 256, size=shape).astype(np.uint8)
+    want = torch.nn.functional.interpolate(torch.tensor(x), size=size, mode="bilinear",
+                                           align_corners=align_corners).numpy()
+    got = fl.nn.functional.interpolate(fl.tensor(x), size=size, mode="bilinear",
+                                       align_corners=align_corners)
+    assert got.dtype is fl.uint8
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_linear_resize_of_integers_other_than_bilinear_uint8_is_not_implemented_as_in_pytorch():
+    x = np.zeros((1, 2, 6), np.uint8)
+    for lib in (torch, fl):
+        with pytest.raises(NotImplementedError):
+            lib.nn.functional.interpolate(lib.tensor(x), size=(4,), mode="linear")

@@ -15,7 +15,8 @@ import warnings
 
 import numpy as np
 
-from ..extend import ArgumentError, DTypeError, IndexShapeError, UnsupportedModeError
+from ..extend import (ArgumentError, DTypeError, IndexShapeError, UnsupportedError,
+                      UnsupportedModeError)
 from .. import extend as X
 from ..extend import (Tensor, check_index, dtypes as D, from_numpy, no_grad, on_clear_cache,
                       ops as F, prims as P, random as R, rebind, record)
@@ -959,6 +960,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                     for n, s in zip(spatial, sf))
         scales = (None,) * nd if recompute_scale_factor else tuple(builtins.float(s)
                                                                     for s in sf)
+    if mode in linear_modes and input.dtype.kind != "f":
+        if input.dtype is not D.uint8 or mode != "bilinear":
+            raise UnsupportedError(f"interpolate: mode {mode!r} is not implemented for "
+                                   f"{input.dtype} input (PyTorch: bilinear on uint8 only)")
+        return _bilinear_uint8(input, spatial, out, scales, align_corners)
     y = input
     for i in range(nd):
         n_in, n_out, sc = spatial[i], out[i], scales[i]
@@ -969,7 +975,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
             acc = np.float64 if input.dtype is D.float64 else np.float32
             m = _const(("lin", n_in, n_out, align_corners, sc, acc),
                        lambda: _linear_matrix(n_in, n_out, align_corners, sc, acc),
-                       input.dtype, input.device)
+                       y.dtype, input.device)
             y = _apply_along(y, dim, m)
         else:
             exact = mode == "nearest-exact"
@@ -989,6 +995,32 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                        D.canonical(D.int32), input.device)
             y = F.index_select(y, dim, t)
     return y
+
+
+def _fixed_point_weights(n_in, n_out, align_corners, scale):
+    """PyTorch's uint8 resampling weights: the float64 weights as integers with `p` fraction
+    bits, p the largest (<= 22) that keeps the largest weight within int16."""
+    m = _linear_matrix(n_in, n_out, align_corners, scale, np.float64)
+    p = 0
+    while p < 22 and int(np.abs(m).max() * (1 << (p + 1)) + 0.5) < (1 << 15):
+        p += 1
+    return np.floor(m * (1 << p) + 0.5).astype(np.int32), p
+
+
+def _bilinear_uint8(input, spatial, out, scales, align_corners):
+    """Bilinear resize of uint8 images bit for bit as PyTorch's uint8 kernel: the width pass,
+    then the height pass, each in fixed point and rounded back to uint8."""
+    y = F.to_dtype(input, D.int32)
+    for i in (1, 0):
+        n_in, n_out, sc = spatial[i], out[i], scales[i]
+        if n_in == n_out and (sc is None or sc == 1.0):
+            continue
+        w, p = _fixed_point_weights(n_in, n_out, align_corners, sc)
+        m = _const(("lin_u8", n_in, n_out, align_corners, sc), lambda: w, D.int32,
+                   input.device)
+        y = F.floor_divide(_apply_along(y, 2 + i, m) + (1 << (p - 1)), 1 << p)
+        y = F.clamp(y, 0, 255)
+    return F.to_dtype(y, D.uint8)
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
