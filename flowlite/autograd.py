@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import sys
+import threading
 import weakref
 
 from .engine.ir import Prim
@@ -57,15 +58,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     grads = _seed_grads(outs, grad_tensors, "backward")
     if retain_graph is None:
         retain_graph = create_graph
-    if inputs is None:
-        _engine.run_backward(outs, grads, retain_graph=retain_graph, create_graph=create_graph)
-        return
-    ins = _as_list(inputs)
-    res = _engine.run_backward(outs, grads, retain_graph=retain_graph, create_graph=create_graph,
-                               inputs=ins, allow_unused=True)
-    for t, g in zip(ins, res):
-        if g is not None:
-            _engine._accumulate_leaf(t, g, create_graph)
+    _engine.backward_into(outs, grads, retain_graph, create_graph, inputs)
 
 
 class inference_mode:
@@ -87,12 +80,12 @@ class inference_mode:
         self.prev = is_grad_enabled()
         if self.enabled:
             set_grad_enabled(False)
-            _inference_depth[0] += 1
+            _inference.depth = getattr(_inference, "depth", 0) + 1
         return self
 
     def __exit__(self, *exc):
         if self.enabled:
-            _inference_depth[0] -= 1
+            _inference.depth -= 1
         set_grad_enabled(self.prev)
         return False
 
@@ -106,11 +99,11 @@ class inference_mode:
         return wrapper
 
 
-_inference_depth = [0]
+_inference = threading.local()      # per thread, as the grad mode is
 
 
 def is_inference_mode_enabled() -> bool:
-    return _inference_depth[0] > 0
+    return getattr(_inference, "depth", 0) > 0
 
 
 def Variable(data, requires_grad=False, volatile=False):  # noqa: N802  (torch's name)

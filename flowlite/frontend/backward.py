@@ -295,3 +295,17 @@ def _accumulate_leaf(t, g, create_graph):
         # accumulate in place, as PyTorch does: handles on .grad (and its views) see the sum
         with no_grad():
             rebind(t.grad, t.grad + g, "backward (accumulating into .grad)")
+
+
+def backward_into(roots, grads, retain_graph, create_graph, inputs=None):
+    """Tensor.backward / torch.autograd.backward: accumulate into the leaves' `.grad` — all
+    of them, or only `inputs` when given (as PyTorch's `inputs=`)."""
+    if inputs is None:
+        run_backward(roots, grads, retain_graph=retain_graph, create_graph=create_graph)
+        return
+    inputs = list(inputs)
+    got = run_backward(roots, grads, retain_graph=retain_graph, create_graph=create_graph,
+                       inputs=inputs, allow_unused=True)
+    for t, g in zip(inputs, got):
+        if g is not None:
+            _accumulate_leaf(t, g, create_graph)

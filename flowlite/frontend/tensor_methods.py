@@ -16,7 +16,7 @@ from . import primitives as P
 from . import random as R
 from . import views as V
 from ..engine.device import Device, device as _make_device, platform_of as _platform_of
-from .backward import _accumulate_leaf, run_backward
+from .backward import backward_into
 from .recording import rebind, setitem
 from .tensor import Tensor, from_jax, tensor as _tensor
 
@@ -31,14 +31,7 @@ def _backward(self, gradient=None, retain_graph=None, create_graph=False, inputs
         gradient = _tensor(gradient, dtype=self.dtype, device=self.device)
     if retain_graph is None:
         retain_graph = create_graph
-    if inputs is not None:
-        grads = run_backward([self], [gradient], retain_graph=retain_graph,
-                             create_graph=create_graph, inputs=list(inputs), allow_unused=True)
-        for t, g in zip(inputs, grads):
-            if g is not None:
-                _accumulate_leaf(t, g, create_graph)
-        return
-    run_backward([self], [gradient], retain_graph=retain_graph, create_graph=create_graph)
+    backward_into([self], [gradient], retain_graph, create_graph, inputs)
 
 
 def _iter(self):
