@@ -175,6 +175,17 @@ CASES = {
     "exp_int_ok_then_bad": lambda L: I(L,[1,2]).exp_(),
     "div_int_floor_by_zero": lambda L: (I(L,[1,2]) // I(L,[0,1])).sum().item(),
     "remainder_int_zero": lambda L: (I(L,[1,2]) % I(L,[0,1])).sum().item(),
+    "squeeze_0d_oob": lambda L: L.squeeze(L.tensor(1.0), 1),
+    "squeeze_0d_neg_oob": lambda L: L.tensor(1.0).squeeze(-2),
+    "softmax_0d_dim_oob": lambda L: L.nn.Softmax(dim=1)(L.tensor(1.0)),
+    "linspace_bool": lambda L: L.linspace(5, 10, 3, dtype=L.bool),
+    "linspace_neg_steps": lambda L: L.linspace(1, 2, -1),
+    "arange_bool": lambda L: L.arange(0, 3, dtype=L.bool),
+    "randint_int_requires_grad": lambda L: L.randint(3, (2,), requires_grad=True),
+    "bitwise_xor_float": lambda L: L.bitwise_xor(T(L,4), T(L,4)),
+    "bitwise_and_float": lambda L: T(L,4).bitwise_and(T(L,4)),
+    "bitwise_or_float": lambda L: L.bitwise_or(T(L,4), T(L,4)),
+    "pad_reflect_too_big_neg_other": lambda L: L.nn.functional.pad(T(L,1,1,5,5), (-1,5), mode="reflect"),
 }
 
 

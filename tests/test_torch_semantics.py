@@ -143,7 +143,7 @@ def test_softmax_and_log_softmax_take_a_dtype_as_in_pytorch():
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
 @pytest.mark.parametrize("pad", [(-1, 2), (2, -1), (-2, -1), (0, -3), (3, -2, 1, -1)])
-def test_negative_padding_crops_first_in_every_mode_as_pytorch(mode, pad):
+def test_negative_padding_in_every_mode_as_pytorch(mode, pad):
     x = np.arange(2 * 4 * 6, dtype=np.float32).reshape((1, 2, 4, 6) if len(pad) == 4
                                                        else (2, 4, 6)) / 10
     w = np.cos(np.arange(200, dtype=np.float32))
@@ -177,3 +177,72 @@ def test_linear_resize_of_integers_other_than_bilinear_uint8_is_not_implemented_
     for lib in (torch, fl):
         with pytest.raises(NotImplementedError):
             lib.nn.functional.interpolate(lib.tensor(x), size=(4,), mode="linear")
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("shape,pad", [((3, 3, 3, 3), (-1, 2, 2, -1)), ((1, 1, 5, 5), (3, -5, 1, -5)),
+                                       ((1, 1, 5, 5), (3, -3, 0, -3)), ((2, 4, 6), (-4, 5))])
+def test_reflect_and_replicate_index_the_uncropped_input_as_pytorch(mode, shape, pad):
+    # PyTorch's kernels reflect/replicate into the part a negative pad drops: (-1, 2) of
+    # [a, b, c] reflects to [b, c, b, a] (cropping first could not reach a)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    out, grads = [], []
+    for lib in (torch, fl):
+        t = lib.tensor(x, requires_grad=True)
+        y = lib.nn.functional.pad(t, pad, mode=mode)
+        ((y + 1) ** 2).mean().backward()
+        out.append(y.detach().numpy())
+        grads.append(t.grad.numpy())
+    np.testing.assert_allclose(out[1], out[0], rtol=1e-6)
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-5, atol=1e-7)
+
+
+def test_reductions_take_numpys_axis_and_keepdims_names_as_pytorch():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4) / 7
+    for call in (lambda L, t: t.sum(axis=1), lambda L, t: t.mean(axis=0, keepdims=True),
+                 lambda L, t: t.max(axis=1).values, lambda L, t: L.std_mean(t, axis=1)[0],
+                 lambda L, t: t.var(axis=0), lambda L, t: (t > 0.5).any(axis=1),
+                 lambda L, t: t.argmax(axis=1, keepdims=True), lambda L, t: L.cumsum(t, axis=1)):
+        want, got = call(torch, torch.tensor(x)), call(fl, fl.tensor(x))
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy().astype(np.float64),
+                                   want.numpy().astype(np.float64), rtol=1e-6)
+    with pytest.raises(TypeError):
+        fl.tensor(x).sum(1, axis=1)
+
+
+def test_bitwise_functions_and_isposinf_isneginf_as_pytorch():
+    a, b = [5, 0, -3, 7], [3, 1, -1, 0]
+    for name in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+        for lhs, rhs in ((a, b), ([True, False, True], [True, True, False])):
+            want = getattr(torch, name)(torch.tensor(lhs), torch.tensor(rhs))
+            got = getattr(fl, name)(fl.tensor(lhs), fl.tensor(rhs))
+            assert got.tolist() == want.tolist()
+            assert (got.dtype is fl.bool) == (want.dtype is torch.bool)
+        assert getattr(fl.tensor(a), name)(2).tolist() == \
+            getattr(torch.tensor(a), name)(2).tolist()
+    v = [float("inf"), -float("inf"), 0.0, float("nan")]
+    for name in ("isposinf", "isneginf"):
+        assert getattr(fl, name)(fl.tensor(v)).tolist() == \
+            getattr(torch, name)(torch.tensor(v)).tolist()
+        assert getattr(fl.tensor([1, 2]), name)().tolist() == [False, False]
+
+
+def test_randint_takes_high_and_size_by_keyword_and_requires_grad_false():
+    for lib in (torch, fl):
+        x = lib.randint(high=1, size=(1, 3, 1), dtype=lib.int64, requires_grad=False)
+        assert tuple(x.shape) == (1, 3, 1) and x.tolist() == [[[0], [0], [0]]]
+        y = lib.randint(low=-5, high=-4, size=(2,))
+        assert y.tolist() == [-5, -5]
+        assert lib.randperm(3, requires_grad=False).sort().values.tolist() == [0, 1, 2]
+
+
+@pytest.mark.parametrize("name", ["Softmax", "LogSoftmax"])
+def test_softmax_of_a_0d_tensor_keeps_the_graph_as_pytorch(name):
+    outs = []
+    for lib in (torch, fl):
+        x = lib.tensor(0.75, requires_grad=True)
+        y = getattr(lib.nn, name)(dim=-1)(x)
+        ((y + 1) ** 2).mean().backward()
+        outs.append((y.item(), x.grad.item()))
+    assert outs[1] == outs[0]

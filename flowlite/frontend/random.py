@@ -12,7 +12,7 @@ import jax
 import numpy as np
 
 from ..engine import dtypes as D
-from ..engine.errors import ArgumentError
+from ..engine.errors import ArgumentError, DTypeError
 from . import primitives as P
 from ..engine.device import default_device
 from ..engine.ir import scalar_node
@@ -151,7 +151,14 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     return _make(P.rng_normal, shape, (shape, d), d, device, requires_grad)
 
 
-def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
+def _integer_grad(requires_grad, d, op):
+    if requires_grad and d.kind != "f":
+        raise DTypeError(f"{op}: only tensors of floating point dtype can require gradients "
+                         f"(got dtype {d})")
+
+
+def randint(low=0, high=None, size=None, generator=None, dtype=None, device=None,
+            requires_grad=False):
     if size is None and isinstance(high, (tuple, list)):   # randint(high, size)
         low, high, size = 0, low, high
     if high is None:
@@ -162,20 +169,24 @@ def randint(low, high=None, size=None, generator=None, dtype=None, device=None):
     d = D.canonical(D.from_any(dtype)) if dtype is not None else D.canonical(D.int64)
     if high <= low:
         raise ArgumentError(f"randint: expected low < high, got low={low}, high={high}")
+    _integer_grad(requires_grad, d, "randint")
     if generator is not None:
         return _from_generator(generator, "randint",
-                               lambda g: g.integers(int(low), int(high), size=shape), d, device)
-    return _make(P.rng_randint, shape, (shape, d, int(low), int(high)), d, device, False)
+                               lambda g: g.integers(int(low), int(high), size=shape), d, device,
+                               requires_grad)
+    return _make(P.rng_randint, shape, (shape, d, int(low), int(high)), d, device,
+                 requires_grad)
 
 
-def randperm(n, generator=None, dtype=None, device=None):
+def randperm(n, generator=None, dtype=None, device=None, requires_grad=False):
     if int(n) < 0:
         raise ArgumentError(f"randperm: n must be non-negative, got {n}")
     d = D.canonical(D.from_any(dtype)) if dtype is not None else D.canonical(D.int64)
+    _integer_grad(requires_grad, d, "randperm")
     if generator is not None:
         return _from_generator(generator, "randperm", lambda g: g.permutation(int(n)), d,
-                               device)
-    return _make(P.rng_permutation, (int(n),), (int(n), d), d, device, False)
+                               device, requires_grad)
+    return _make(P.rng_permutation, (int(n),), (int(n), d), d, device, requires_grad)
 
 
 def rand_like(x, dtype=None):

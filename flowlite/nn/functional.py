@@ -801,10 +801,12 @@ def one_hot(tensor, num_classes=-1):
 
 # ---- padding -----------------------------------------------------------------------------------
 def _pad_index(n, lo, hi, mode):
-    if lo < 0 or hi < 0:
-        # negative padding crops first; the rest pads the cropped range (as PyTorch does)
+    if mode == "circular" and (lo < 0 or hi < 0):
+        # negative circular padding crops first and wraps within the kept range (PyTorch)
         kept = np.arange(max(-lo, 0), n - max(-hi, 0))
         return kept[_pad_index(len(kept), max(lo, 0), max(hi, 0), mode)]
+    # reflect/replicate index the input itself, a negative pad dropping its edge (PyTorch's
+    # kernels): pad (-1, 2) of [a, b, c] reflects into the dropped a: [b, c, b, a]
     j = np.arange(-lo, n + hi)
     if mode == "reflect":
         if lo >= n or hi >= n:

@@ -10,6 +10,8 @@ for it.  `flowlite.frontend.ops`, the package namespace and `Tensor`'s methods a
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 
 
 @dataclasses.dataclass(frozen=True)
@@ -23,7 +25,30 @@ class Entry:
 OPS: dict[str, Entry] = {}
 
 
+def _numpy_names(fn):
+    """PyTorch's argument parser also takes NumPy's names for an op's `dim` and `keepdim`
+    (`x.sum(axis=1, keepdims=True)`): the same here for every op with those parameters."""
+    params = inspect.signature(fn).parameters
+    renames = {a: b for a, b in (("axis", "dim"), ("keepdims", "keepdim"))
+               if b in params and a not in params}
+    if not renames:
+        return fn
+
+    @functools.wraps(fn)
+    def numpy_names(*args, **kwargs):
+        if kwargs:
+            for a, b in renames.items():
+                if a in kwargs:
+                    if b in kwargs:
+                        raise TypeError(f"{fn.__name__}() got multiple values for argument "
+                                        f"'{b}' (also given as '{a}')")
+                    kwargs[b] = kwargs.pop(a)
+        return fn(*args, **kwargs)
+    return numpy_names
+
+
 def register(name, fn, *, top=True, method=True, inplace=False, aliases=()):
+    fn = _numpy_names(fn)
     for n in (name, *aliases):
         if n in OPS:
             raise RuntimeError(f"flowlite.frontend.ops: '{n}' is declared twice")

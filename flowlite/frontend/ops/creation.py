@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ...engine.errors import ArgumentError
+from ...engine.errors import ArgumentError, UnsupportedError
 from ...engine import buckets as B, dtypes as D
 from ..tensor import apply, Size, Tensor
 from ..linspace_values import linspace_values
@@ -232,6 +232,8 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
             else D.canonical(D.int64)
     else:
         d = D.canonical(D.from_any(dtype))
+    if d is D.bool_:
+        raise UnsupportedError(f"arange: not implemented for dtype {d}")
     n = builtins.max(0, math.ceil((end - start) / step))
     attrs = (start, end, step, n, d)
     out = apply(iota_p, (), attrs, (n,), d)
@@ -244,9 +246,10 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 @torch_op(method=False)
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     d = _creation_dtype(dtype)
-    if d is D.bool_ or builtins.int(steps) < 0:
-        raise RuntimeError(f"linspace: expected a non-negative number of steps and a numeric "
-                           f"dtype (got steps={steps}, dtype {d})")
+    if d is D.bool_:
+        raise UnsupportedError(f"linspace: not implemented for dtype {d}")
+    if builtins.int(steps) < 0:
+        raise ArgumentError(f"linspace: number of steps must be non-negative, got {steps}")
     out = apply(linspace_p, (), (float(start), float(end), builtins.int(steps), d),
                 (builtins.int(steps),), d)
     out._node.device = _dev(device)

@@ -461,6 +461,21 @@ def logical_not(x):
 
 
 @torch_op(inplace=True)
+def bitwise_and(x, y):
+    return _logical(bit_and_p, "bitwise_and (&)", x, y)
+
+
+@torch_op(inplace=True)
+def bitwise_or(x, y):
+    return _logical(bit_or_p, "bitwise_or (|)", x, y)
+
+
+@torch_op(inplace=True)
+def bitwise_xor(x, y):
+    return _logical(bit_xor_p, "bitwise_xor (^)", x, y)
+
+
+@torch_op(inplace=True)
 def bitwise_not(x):
     if x.dtype.kind == "f":
         raise UnsupportedError(f"bitwise_not (~): not supported for floating-point tensors "
@@ -552,6 +567,16 @@ def isnan(x):
 @torch_op
 def isinf(x):
     return apply(isinf_p, (x,), (), x._node.shape, D.bool_)
+
+
+@torch_op
+def isposinf(x):
+    return eq(x, math.inf)
+
+
+@torch_op
+def isneginf(x):
+    return eq(x, -math.inf)
 
 
 @torch_op(inplace=True, aliases=("clip",))

@@ -2,9 +2,9 @@
 softmax, log_softmax.
 
 Layer: frontend — imports engine.buckets, engine.dtypes, engine.fusion, engine.matmul_precision,
-ops._core, ops._registry, ops.creation, ops.elementwise, ops.linalg, ops.reduction, ops.shape,
-tensor. The family's primitives (`<name>_p`) are declared here, beside the front end that
-records them: their gradient rules call the ops of this module and of those before it.
+ops._core, ops._registry, ops.elementwise, ops.linalg, ops.reduction, ops.shape, tensor. The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from ...engine import buckets as B, dtypes as D, fusion
 from ..tensor import _norm_dim, apply
 from ...engine.matmul_precision import for_operands as _precision
 from ._core import prim, to_dtype
-from .creation import ones_like, zeros_like
 from ._registry import torch_op
 from .elementwise import exp, rsqrt
 from .shape import mT, reshape
@@ -536,9 +535,9 @@ def softmax(x, dim, dtype=None):
         x = to_dtype(x, D.from_any(dtype))
     if x.dtype.kind != "f":
         x = to_dtype(x, D.default_float())
-    d = _norm_dim(dim, builtins.max(x.ndim, 1), "softmax") if x.ndim else 0
-    if x.ndim == 0:
-        return ones_like(x)
+    d = _norm_dim(dim, builtins.max(x.ndim, 1), "softmax")
+    if x.ndim == 0:     # one element: 1, with PyTorch's (zero) gradient to the input
+        return reshape(softmax(reshape(x, (1,)), 0), ())
     return apply(softmax_p, (x,), (d,), x._node.shape, x._node.dtype)
 
 
@@ -548,7 +547,8 @@ def log_softmax(x, dim, dtype=None):
         x = to_dtype(x, D.from_any(dtype))
     if x.dtype.kind != "f":
         x = to_dtype(x, D.default_float())
-    if x.ndim == 0:
-        return zeros_like(x)
+    if x.ndim == 0:     # one element: 0, with PyTorch's (zero) gradient to the input
+        _norm_dim(dim, 1, "log_softmax")
+        return reshape(log_softmax(reshape(x, (1,)), 0), ())
     d = _norm_dim(dim, x.ndim, "log_softmax")
     return apply(log_softmax_p, (x,), (d,), x._node.shape, x._node.dtype)

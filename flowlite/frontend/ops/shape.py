@@ -266,7 +266,8 @@ def squeeze(x, dim=None):
     if dim is None:
         return reshape(x, tuple(s for s in shp if s != 1))
     dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-    dims = {_norm_dim(d, len(shp), "squeeze") for d in dims} if shp else set()
+    # a 0-d tensor takes dim 0 or -1, as PyTorch (which checks the dim either way)
+    dims = {_norm_dim(d, builtins.max(len(shp), 1), "squeeze") for d in dims}
     return reshape(x, tuple(s for i, s in enumerate(shp) if not (i in dims and s == 1)))
 
 
