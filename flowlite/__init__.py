@@ -8,9 +8,9 @@ graph once through JAX/XLA, caches it by structure and replays it afterwards.
 Layer: package — imports autograd, compat.accelerator, compat.amp, compat.backends, compat.cuda,
 compat.onnx, compat.profiler, compat.utils, data, debug, distributed, engine.buckets,
 engine.cache, engine.device, engine.dtypes, engine.executor, engine.matmul_precision,
-engine.metrics, engine.rollback, engine.tape, engine.xla_flags, extend, formats.serialization,
-frontend.checks, frontend.compile, frontend.control_flow, frontend.ops, frontend.random,
-frontend.tensor, frontend.tensor_methods, frontend.views, nn, optim.
+engine.metrics, engine.reroll, engine.rollback, engine.tape, engine.xla_flags, extend,
+formats.serialization, frontend.checks, frontend.compile, frontend.control_flow, frontend.ops,
+frontend.random, frontend.tensor, frontend.tensor_methods, frontend.views, nn, optim.
 """
 from __future__ import annotations
 
@@ -45,6 +45,7 @@ from .engine.metrics import user_site as _user_site
 
 from .engine.cache import clear_cache, set_cache_limit
 from .engine.buckets import set_buckets, buckets_enabled  # noqa: E402
+from .engine.reroll import set_reroll, reroll_enabled  # noqa: E402
 # checked execution (index bounds, integer division by zero) and its errors
 from .frontend.checks import (set_checks, checks_enabled, IndexOutOfRangeError,  # noqa: E402
                               IntegerDivisionByZeroError)

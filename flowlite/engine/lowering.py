@@ -1,7 +1,7 @@
 """Lowering: a topologically ordered node list -> one jitted, compiled program.
 
-Layer: engine — imports device, fusion, matmul_precision. It knows primitives by their `lower`
-functions.
+Layer: engine — imports device, fusion, matmul_precision, metrics, reroll. It knows primitives
+by their `lower` functions.
 
 The program is rebuilt as plain tuples (primitive, attributes, input slots,
 output slot) so the cached executable holds no reference to the graph it came
@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import SingleDeviceSharding
 
-from . import fusion, matmul_precision
+from . import fusion, matmul_precision, metrics, reroll
 from .device import platform_of
 
 
@@ -89,10 +89,27 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     on_cpu = guards_in_conditional(device)
     inner, ext = _guarded_only(program, out_slots, check_slots, guards) if on_cpu else ((), ())
     outer = [e for k, e in enumerate(program) if k not in inner] if inner else program
+    # repeated segments (stacked layers, unrolled steps) each lower as one scan
+    types = _slot_types(order, leaves, scalars, slot)
+    pinned = set(out_slots) | set(check_slots)
+    sig_of = {slot[id(n)]: n.sig for n in order}
+    views = {slot[id(n)] for n in order if n.op.name in reroll.MOVABLE}
+    outer = reroll.plan(outer, [sig_of[e[3]] for e in outer], types, pinned | set(ext),
+                        [e[3] in views for e in outer])
+    inner_plan = None
+    if inner:
+        entries = [program[k] for k in sorted(inner)]
+        inner_plan = reroll.plan(entries, [sig_of[e[3]] for e in entries], types, pinned,
+                                 [e[3] in views for e in entries])
+
+    for r in [e for e in outer + (inner_plan or []) if type(e) is reroll.Run]:
+        metrics._C["rerolled_runs"] += 1
+        metrics._C["rerolled_segments"] += r.reps
+    in_pack = {sl: (p, k) for sl, p, k in scalar_map}
 
     def run_program(*flat_args):
         env = load_arguments(n_slots, leaf_slots, scalar_map, flat_args)
-        _run_entries(outer, env)
+        _run_entries(outer, env, (in_pack, flat_args[len(leaf_slots)]) if scalar_map else None)
         if check_slots:
             flags = jnp.stack([env[s] for s in check_slots])
             ok = jnp.all(flags[:, 0] == 0)
@@ -100,7 +117,7 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
                 ok = ok & flat_args[-1]
             if guards and on_cpu:
                 packs = flat_args[len(leaf_slots)] if scalar_map else ()
-                _guarded_update(program, inner, ext, guards, out_slots, env, ok,
+                _guarded_update(inner_plan, ext, guards, out_slots, env, ok,
                                 scalar_map, packs)
             else:
                 for pos, leaf in guards:
@@ -176,9 +193,25 @@ def load_arguments(n_slots, leaf_slots, scalar_map, flat_args):
     return env
 
 
-def _run_entries(entries, env):
-    """Lower program entries in order into `env` (a slot list, or a dict for a branch)."""
-    for lower, attrs, ins, out, dt, brk in entries:
+def _slot_types(order, leaves, scalars, slot):
+    """slot -> (shape, dtype) of every value of the program (what a scan's carry and stacked
+    inputs must agree on)."""
+    types = {slot[id(n)]: (n.shape, n.dtype) for n in leaves}
+    types.update((slot[id(n)], (n.shape, n.dtype)) for n in scalars)
+    types.update((slot[id(n)], (n.shape, n.dtype) if not n.op.multi else None) for n in order)
+    return types
+
+
+def _run_entries(entries, env, packed=None):
+    """Lower program entries (and re-rolled runs: reroll.Run) in order into `env` (a slot
+    list, or a dict for a branch).  packed: (slot -> (pack, position), the packs) of the host
+    scalars, from which a run gathers its per-segment scalars in one op."""
+    stacks = {}
+    for e in entries:
+        if type(e) is reroll.Run:
+            reroll.run(e, env, stacks, packed)
+            continue
+        lower, attrs, ins, out, dt, brk = e
         v = lower(attrs, *[env[i] for i in ins])
         if dt is not None and v.dtype != dt:
             v = v.astype(dt)
@@ -235,7 +268,7 @@ def _guarded_only(program, out_slots, check_slots, guards):
     return inner, tuple(ext)
 
 
-def _guarded_update(program, inner, ext, guards, out_slots, env, ok, scalar_map, packs):
+def _guarded_update(entries, ext, guards, out_slots, env, ok, scalar_map, packs):
     """env[guarded output] = its new value when `ok`, else its old leaf: the entries only
     guarded outputs need run inside lax.cond's true branch (no select on their results).
     Host scalars it reads (an optimizer's hyper-parameters) are taken from their packs inside
@@ -243,7 +276,6 @@ def _guarded_update(program, inner, ext, guards, out_slots, env, ok, scalar_map,
     outside it."""
     slots = [out_slots[pos] for pos, _ in guards]
     olds = tuple(env[ls] for _, ls in guards)
-    entries = [program[k] for k in sorted(inner)]
     in_pack = {slot: (p, k) for slot, p, k in scalar_map}
     ext_sc = [i for i in ext if i in in_pack]
     ext = [i for i in ext if i not in in_pack]
@@ -253,7 +285,7 @@ def _guarded_update(program, inner, ext, guards, out_slots, env, ok, scalar_map,
         for i in ext_sc:
             p, k = in_pack[i]
             local[i] = packs[p][k]
-        _run_entries(entries, local)
+        _run_entries(entries, local, (in_pack, packs) if ext_sc else None)
         return tuple(local[s] if s in local else env[s] for s in slots)
 
     def keep(ext_vals, packs, olds):

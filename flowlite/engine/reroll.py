@@ -1,0 +1,393 @@
+"""Re-rolling: a run of structurally identical segments of a program lowers as one lax.scan.
+
+Layer: engine — imports nothing of flowlite.
+
+The same block stacked N times (a GPT's layers) or a Python loop over time steps records N
+copies of one segment, forward and backward alike, and XLA's compile time grows with all of
+them.  `plan` finds maximal runs of repeated segments in the ordered program — the same
+primitives, attributes, shapes and dtypes, wired the same way — and `run` lowers each as one
+`lax.scan` whose body is one segment:
+
+- a value a segment reads from the one before it is the scan's carry (segment 0 reads its
+  initial value from outside the run);
+- a value from outside the run is a constant when every segment reads the same one, else one
+  stacked input per segment (a layer's weights);
+- a value used after the run (an activation the backward reads, a gradient) is a stacked
+  output, and each segment's own slot is its slice.
+
+A run's stacked output that a later run reads back whole, in order or reversed (the backward
+walks the layers backwards), is passed as is: no copy.  The program computes the same values
+in the same order; only XLA's fusion choices inside one segment may differ (float32 rounding).
+FLOWLITE_REROLL=0 or set_reroll(False) turns it off.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+_state = {"on": os.environ.get("FLOWLITE_REROLL", "1").strip().lower() not in ("0", "off", "false")}
+
+# Shorter runs stay unrolled: a scan costs a loop and stacked copies of its inputs, and a few
+# small segments compile quickly anyway (thresholds measured: bench/RESULTS.md, re-rolling).
+MIN_ENTRIES = 64        # entries a run covers
+MIN_PERIOD = 4          # entries per segment
+
+
+def set_reroll(on: bool) -> None:
+    """Turn re-rolling on or off (FLOWLITE_REROLL=0 starts with it off).  Programs compiled
+    before keep their form; new structures follow the setting."""
+    _state["on"] = bool(on)
+
+
+def reroll_enabled() -> bool:
+    return _state["on"]
+
+
+class Run:
+    """R segments of P entries from `start` of an entry list, lowered as one scan.
+
+    body: per template entry (lower, attrs, refs, dtype), a ref being (kind, index): 0 an
+    earlier entry of the same segment, 1 a carry, 2 a stacked input, 3 a constant.
+    carry_src/carry_init: the entry each carry comes from and its initial slot; xs: per
+    stacked input its slot in each segment; consts: slots; ys: (entry, slot in each segment)
+    of each stacked output."""
+    __slots__ = ("start", "period", "reps", "body", "carry_src", "carry_init", "xs", "consts",
+                 "ys")
+
+    def __repr__(self):
+        return (f"Run(start={self.start}, period={self.period}, reps={self.reps}, "
+                f"carry={len(self.carry_src)}, xs={len(self.xs)}, ys={len(self.ys)})")
+
+
+# views whose static attributes (a slice's offset) differ from one segment to the next —
+# a time step's `x[:, t]` — are moved next to their input, out of the repeated segments
+MOVABLE = frozenset(("slice", "reshape"))
+
+
+def plan(entries, tokens, types, pinned, movable=None):
+    """The entries, with maximal repeated runs replaced by Run objects.
+
+    entries: (lower, attrs, input slots, output slot, dtype, break) in order; tokens: each
+    entry's structural signature; types: slot -> (shape, dtype) of every slot a run may
+    read; pinned: slots used after this entry list; movable: per entry, whether it is a
+    one-input view (MOVABLE) that may move up to just after its input."""
+    if not _state["on"] or len(entries) < MIN_ENTRIES:
+        return list(entries)
+    if movable is not None:
+        entries, tokens = _views_first(entries, tokens, movable)
+    runs = _find_runs(entries, tokens, types, pinned)
+    if not runs:
+        return list(entries)
+    out = []
+    k = 0
+    for r in sorted(runs, key=lambda r: r.start):
+        out.extend(entries[k:r.start])
+        out.append(r)
+        k = r.start + r.period * r.reps
+    out.extend(entries[k:])
+    return out
+
+
+def _views_first(entries, tokens, movable):
+    """A topological order of the same entries in which each movable view comes right after
+    the entry that makes its input (first when its input is an argument)."""
+    made = {e[3] for e in entries}
+    after = {}                  # producer slot (None: an argument) -> views that follow it
+    for k, e in enumerate(entries):
+        if movable[k] and len(e[2]) == 1:
+            src = e[2][0]
+            after.setdefault(src if src in made else None, []).append(k)
+    if not after:
+        return entries, tokens
+    moved = {k for ks in after.values() for k in ks}
+    order = []
+
+    def emit(k):
+        order.append(k)
+        for c in after.get(entries[k][3], ()):
+            emit(c)
+
+    for k in after.get(None, ()):
+        emit(k)
+    for k in range(len(entries)):
+        if k not in moved:
+            emit(k)
+    return [entries[k] for k in order], [tokens[k] for k in order]
+
+
+def _find_runs(entries, tokens, types, pinned):
+    n = len(entries)
+    arr = np.asarray(tokens, dtype=np.int64)
+    cands = []
+    for p in _periods(tokens):
+        eq = np.concatenate(([0], (arr[:-p] == arr[p:]).astype(np.int8), [0]))
+        edges = np.flatnonzero(np.diff(eq))
+        for a, b in zip(edges[0::2], edges[1::2]):
+            reps = (b - a + p) // p
+            if reps >= 2 and reps * p >= MIN_ENTRIES:
+                cands.append((reps * p, int(a), p, int(reps)))
+    cands.sort(key=lambda c: (-c[0], c[2]))
+    producer = {e[3]: k for k, e in enumerate(entries)}
+    users = {}
+    for k, e in enumerate(entries):
+        for s in e[2]:
+            users.setdefault(s, []).append(k)
+    taken = np.zeros(n, dtype=bool)
+    runs = []
+    for _, a, p, reps in cands:
+        # the longest free stretch of this candidate's region
+        seg = taken[a:a + reps * p]
+        if seg.any():
+            free = np.flatnonzero(~seg)
+            if not len(free):
+                continue
+            a, reps = _longest_free(a, free, p)
+            if reps < 2 or reps * p < MIN_ENTRIES:
+                continue
+        run = _fit(entries, a, p, reps, producer, users, types, pinned)
+        if run is not None:
+            taken[run.start:run.start + run.period * run.reps] = True
+            runs.append(run)
+    return runs
+
+
+def _periods(tokens, most=12):
+    """Candidate segment lengths: the distances between consecutive occurrences of one
+    signature, the most frequent first."""
+    where = {}
+    for i, t in enumerate(tokens):
+        where.setdefault(t, []).append(i)
+    votes = Counter()
+    for ps in where.values():
+        if len(ps) >= 2:
+            votes.update(b - a for a, b in zip(ps, ps[1:]) if b - a >= MIN_PERIOD)
+    return [p for p, _ in votes.most_common(most)]
+
+
+def _longest_free(a, free, p):
+    best = (a, 0)
+    start = prev = free[0]
+    for f in list(free[1:]) + [None]:
+        if f is None or f != prev + 1:
+            length = prev - start + 1
+            if length // p > best[1]:
+                best = (a + int(start), length // p)
+            if f is not None:
+                start = f
+        if f is not None:
+            prev = f
+    return best
+
+
+def _ref(x, q, lo, k, p, j):
+    """How entry k of segment j (starting at lo) reads slot x made by entry q (None: made
+    outside the list)."""
+    if q is not None:
+        if lo <= q < lo + k:
+            return ("in", q - lo)
+        if j and lo - p <= q < lo:
+            return ("carry", q - lo + p)
+        if j and q >= lo - j * p:
+            return None                 # from an older segment of the run: not a scan
+    return ("ext", x)
+
+
+def _fit(entries, a, p, reps, producer, users, types, pinned):
+    """The Run of the longest wiring-consistent prefix of segments from `a` (retrying one
+    segment later when the first differs), or None."""
+    for shift in range(2):
+        start = a + shift * p
+        count = reps - shift
+        if count < 2:
+            return None
+        wires = _wiring(entries, start, p, count, producer, types)
+        if wires is None:
+            continue
+        good, tmpl, seg0 = wires
+        if not any(kind == "carry" for row in tmpl for kind, _ in row):
+            return None     # independent segments: XLA already shares their kernels
+        if good >= 2 and good * p >= MIN_ENTRIES:
+            return _build(entries, start, p, good, tmpl, seg0, users, types, pinned)
+    return None
+
+
+def _wiring(entries, start, p, count, producer, types):
+    """(segments whose wiring matches segment 1's, segment 1's template refs, segment 0's
+    refs) or None when segment 0 cannot start the run."""
+    def refs(j):
+        lo = start + j * p
+        out = []
+        for k in range(p):
+            row = []
+            for x in entries[lo + k][2]:
+                r = _ref(x, producer.get(x), lo, k, p, j)
+                if r is None:
+                    return None
+                row.append(r)
+            out.append(row)
+        return out
+
+    tmpl = refs(1)
+    seg0 = refs(0)
+    if tmpl is None or seg0 is None:
+        return None
+    for k in range(p):
+        for (kind, v), (kind0, v0) in zip(tmpl[k], seg0[k]):
+            if kind == "in":
+                if (kind0, v0) != (kind, v):
+                    return None
+            elif kind0 != "ext":
+                return None
+            elif kind == "carry":
+                carried = entries[start + v][3]
+                if types.get(v0) is None or types.get(v0) != types.get(carried):
+                    return None
+    good = 2
+    while good < count:
+        r = refs(good)
+        if r is None or any(kind != k0 or (kind != "ext" and v != v0)
+                            for row, row0 in zip(r, tmpl)
+                            for (kind, v), (k0, v0) in zip(row, row0)):
+            break
+        good += 1
+    return good, tmpl, seg0
+
+
+def _build(entries, start, p, reps, tmpl, seg0, users, types, pinned):
+    end = start + p * reps
+    # every segment's slot of each (entry, input) that reads from outside the run
+    ext_slots = {}
+    for j in range(reps):
+        lo = start + j * p
+        for k in range(p):
+            for i, x in enumerate(entries[lo + k][2]):
+                if tmpl[k][i][0] == "ext":
+                    ext_slots.setdefault((k, i), []).append(x)
+    carry_key, xs_key, const_key = {}, {}, {}
+    body = []
+    for k in range(p):
+        lower, attrs, _ins, _out, dt, _brk = entries[start + k]
+        row = []
+        for i, (kind, v) in enumerate(tmpl[k]):
+            if kind == "in":
+                row.append((0, v))
+            elif kind == "carry":
+                key = (v, seg0[k][i][1])
+                row.append((1, carry_key.setdefault(key, len(carry_key))))
+            else:
+                slots = tuple(ext_slots[(k, i)])
+                if all(s == slots[0] for s in slots):
+                    row.append((3, const_key.setdefault(slots[0], len(const_key))))
+                else:
+                    if len({types.get(s) for s in slots}) != 1 or types.get(slots[0]) is None:
+                        return None
+                    row.append((2, xs_key.setdefault(slots, len(xs_key))))
+        body.append((lower, attrs, tuple(row), dt))
+    ys = []
+    for k in range(p):
+        outs = [entries[start + j * p + k][3] for j in range(reps)]
+        if any(s in pinned or any(u >= end for u in users.get(s, ())) for s in outs):
+            ys.append((k, tuple(outs)))
+    run = Run()
+    run.start, run.period, run.reps = start, p, reps
+    run.body = tuple(body)
+    run.carry_src = tuple(r for r, _ in carry_key)
+    run.carry_init = tuple(s for _, s in carry_key)
+    run.xs = tuple(xs_key)
+    run.consts = tuple(const_key)
+    run.ys = tuple(ys)
+    return run
+
+
+def _strong(v):
+    """`v` without JAX's weak type (a scan's carry must keep one exact type)."""
+    return jax.tree_util.tree_map(lambda a: jax.lax.convert_element_type(a, a.dtype), v)
+
+
+def run(r, env, stacks, packed=None):
+    """Lower Run `r`: read its inputs from `env` (a slot list or dict), write each segment's
+    outputs back.  `stacks` maps an output slot to (stacked array, index) for the runs
+    lowered so far, so a stacked input that is a whole earlier output is passed as is.
+    packed: (slot -> (pack, position), packs) of the host scalars."""
+    reps = r.reps
+    reuse = []      # per stacked input: (array, reversed) or None
+    for slots in r.xs:
+        reuse.append(_whole(slots, stacks, reps))
+    backwards = sum(1 for u in reuse if u is not None and u[1]) > \
+        sum(1 for u in reuse if u is not None and not u[1])
+    order = (lambda sl: sl[::-1]) if backwards else (lambda sl: sl)
+    xs = [None] * len(r.xs)
+    # per-segment host scalars: one gather per pack for the whole run (a stack of scalar
+    # slices would compile one small kernel per input)
+    in_pack = packed[0] if packed else {}
+    by_pack = {}
+    for n, slots in enumerate(r.xs):
+        if reuse[n] is None and all(s in in_pack for s in slots) and \
+                len({in_pack[s][0] for s in slots}) == 1:
+            by_pack.setdefault(in_pack[slots[0]][0], []).append(n)
+    for p, ns in by_pack.items():
+        at = np.array([[in_pack[s][1] for s in order(r.xs[n])] for n in ns], dtype=np.int32)
+        got = jnp.take(packed[1][p], at.T, axis=0)          # (reps, inputs)
+        for c, n in enumerate(ns):
+            xs[n] = got[:, c]
+    for n, (slots, u) in enumerate(zip(r.xs, reuse)):
+        if xs[n] is not None:
+            continue
+        if u is not None and u[1] == backwards:
+            xs[n] = u[0]
+        else:
+            vals = [env[s] for s in order(slots)]
+            xs[n] = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *vals)
+    consts = [env[s] for s in r.consts]
+    init = tuple(_strong(env[s]) for s in r.carry_init)
+    body, carry_src, y_src = r.body, r.carry_src, tuple(k for k, _ in r.ys)
+
+    def step(carry, x):
+        local = []
+        for lower, attrs, refs, dt in body:
+            args = [local[v] if kind == 0 else carry[v] if kind == 1 else
+                    x[v] if kind == 2 else consts[v] for kind, v in refs]
+            v = lower(attrs, *args)
+            if dt is not None and v.dtype != dt:
+                v = v.astype(dt)
+            local.append(v)
+        return (tuple(_strong(local[k]) for k in carry_src),
+                tuple(local[k] for k in y_src))
+
+    _, ys = jax.lax.scan(step, init, tuple(xs), length=reps, reverse=backwards)
+    # each segment's slice of a stacked output, at an index XLA cannot see: one kernel per
+    # shape serves every segment (a static slice per segment would compile one kernel each)
+    index = jax.lax.optimization_barrier(jnp.arange(reps, dtype=jnp.int32))
+    for (k, slots), y in zip(r.ys, ys):
+        for j, s in enumerate(slots):
+            idx = reps - 1 - j if backwards else j
+            env[s] = jax.tree_util.tree_map(
+                lambda a: jax.lax.dynamic_index_in_dim(a, index[idx], keepdims=False), y)
+            stacks[s] = (y, idx)
+
+
+def _whole(slots, stacks, reps):
+    """(array, reversed) when `slots` are all of one stacked output, in order or reversed."""
+    first = stacks.get(slots[0])
+    if first is None:
+        return None
+    arr = first[0]
+    got = []
+    for s in slots:
+        st = stacks.get(s)
+        if st is None or st[0] is not arr:
+            return None
+        got.append(st[1])
+    if not isinstance(arr, jax.Array) and not hasattr(arr, "shape"):
+        return None
+    if arr.shape[0] != reps:
+        return None
+    if got == list(range(reps)):
+        return arr, False
+    if got == list(range(reps - 1, -1, -1)):
+        return arr, True
+    return None

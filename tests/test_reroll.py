@@ -1,0 +1,175 @@
+"""Re-rolling: repeated segments of a recorded program (stacked layers, a cell stepped over
+time) lower as one loop, forward, backward and update, with the values of the unrolled
+program; it can be turned off."""
+import numpy as np
+import pytest
+import torch
+
+import flowlite as fl
+from flowlite.engine import cache, metrics, reroll
+
+
+@pytest.fixture
+def rerolling():
+    """Re-rolling on for the test (whatever the environment says), caches cleared around it."""
+    was = reroll.reroll_enabled()
+    fl.clear_cache()
+    yield
+    reroll.set_reroll(was)
+    fl.clear_cache()
+
+
+def _programs():
+    return [e.compiled.as_text() for st in cache._cache.values() for e in st.exes.values()]
+
+
+def _stack(lib, layers, d, dropout=0.0):
+    nn, F = lib.nn, lib.nn.functional
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(d)
+            self.fc = nn.Linear(d, 2 * d)
+            self.out = nn.Linear(2 * d, d)
+            self.drop = nn.Dropout(dropout)
+
+        def forward(self, x):
+            return x + self.drop(self.out(F.gelu(self.fc(self.ln(x)))))
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.blocks = nn.ModuleList([Block() for _ in range(layers)])
+            self.head = nn.Linear(d, 3)
+
+        def forward(self, x):
+            for b in self.blocks:
+                x = b(x)
+            return self.head(x)
+    return Net()
+
+
+def _train(lib, model, x, y, steps=3, sgd=False):
+    opt = lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9) if sgd else \
+        lib.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(steps):
+        loss = lib.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {k: v.detach().numpy().copy() for k, v in model.state_dict().items()}
+
+
+def _stack_run(on, layers=12, d=8, dropout=0.0, seed=0):
+    reroll.set_reroll(on)
+    fl.clear_cache()
+    fl.manual_seed(seed)
+    model = _stack(fl, layers, d, dropout).double()
+    rng = np.random.default_rng(1)
+    x = fl.from_numpy(rng.normal(size=(4, d)))
+    y = fl.from_numpy(rng.integers(0, 3, size=4))
+    before = metrics.counters()["rerolled_runs"]
+    out = _train(fl, model, x, y)
+    return out, metrics.counters()["rerolled_runs"] - before, _programs()
+
+
+def test_stacked_layers_train_as_loops_with_the_unrolled_values(x64, rerolling):
+    (losses, params), runs, texts = _stack_run(True)
+    assert runs >= 2                          # the layers' forward and their backward
+    assert any("while(" in t for t in texts)
+    (losses0, params0), runs0, texts0 = _stack_run(False)
+    assert runs0 == 0 and not any("while(" in t for t in texts0)
+    np.testing.assert_allclose(losses, losses0, rtol=1e-13)
+    for k in params0:
+        np.testing.assert_allclose(params[k], params0[k], rtol=1e-12, atol=1e-14, err_msg=k)
+
+
+def test_stacked_layers_match_torch(x64, rerolling):
+    # (SGD: flowlite's optimizers take float32 hyper-parameters, PyTorch's Python floats,
+    # which Adam's epsilon turns into ~1e-7 relative differences after a few steps)
+    reroll.set_reroll(True)
+    torch.manual_seed(0)
+    ref = _stack(torch, 12, 8).double()
+    model = _stack(fl, 12, 8).double()
+    model.load_state_dict({k: fl.from_numpy(v.detach().numpy()) for k, v in ref.state_dict().items()})
+    rng = np.random.default_rng(1)
+    xn, yn = rng.normal(size=(4, 8)), rng.integers(0, 3, size=4)
+    before = metrics.counters()["rerolled_runs"]
+    want, wparams = _train(torch, ref, torch.from_numpy(xn), torch.from_numpy(yn), sgd=True)
+    got, gparams = _train(fl, model, fl.from_numpy(xn), fl.from_numpy(yn), sgd=True)
+    assert metrics.counters()["rerolled_runs"] - before >= 2
+    np.testing.assert_allclose(got, want, rtol=1e-7)
+    for k in wparams:
+        np.testing.assert_allclose(gparams[k], wparams[k], rtol=1e-6, atol=1e-9, err_msg=k)
+
+
+def test_dropout_in_repeated_layers_draws_what_the_unrolled_program_draws(x64, rerolling):
+    (losses, params), runs, _ = _stack_run(True, dropout=0.3, seed=5)
+    (losses0, params0), _, _ = _stack_run(False, dropout=0.3, seed=5)
+    assert runs >= 2
+    np.testing.assert_allclose(losses, losses0, rtol=1e-13)
+    for k in params0:
+        np.testing.assert_allclose(params[k], params0[k], rtol=1e-12, atol=1e-14, err_msg=k)
+
+
+def _cell_loop(lib, cell, seq, batch, hidden):
+    h = c = lib.zeros(batch, hidden, dtype=lib.float64)
+    outs = []
+    for x_t in seq.split(1, dim=1):
+        h, c = cell(x_t, (h, c))
+        outs.append(h)
+    loss = (lib.stack(outs) ** 2).mean()
+    loss.backward()
+    return loss.item()
+
+
+def test_cell_stepped_over_time_rolls_and_matches_torch(x64, rerolling):
+    reroll.set_reroll(True)
+    steps, batch, hidden = 40, 3, 5
+    ref = torch.nn.LSTMCell(1, hidden).double()
+    cell = fl.nn.LSTMCell(1, hidden).double()
+    cell.load_state_dict({k: fl.from_numpy(v.detach().numpy())
+                          for k, v in ref.state_dict().items()})
+    seq = np.random.default_rng(1).normal(size=(batch, steps))
+    before = metrics.counters()["rerolled_segments"]
+    got = _cell_loop(fl, cell, fl.from_numpy(seq), batch, hidden)
+    assert metrics.counters()["rerolled_segments"] - before >= 2 * (steps - 2)   # fwd, bwd
+    want = _cell_loop(torch, ref, torch.from_numpy(seq), batch, hidden)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    for (name, p), q in zip(cell.named_parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10, err_msg=name)
+
+
+def test_float32_stack_is_close_to_the_unrolled_program(rerolling):
+    def run(on):
+        reroll.set_reroll(on)
+        fl.clear_cache()
+        fl.manual_seed(0)
+        model = _stack(fl, 8, 16)
+        rng = np.random.default_rng(2)
+        x = fl.from_numpy(rng.normal(size=(6, 16)).astype(np.float32))
+        y = fl.from_numpy(rng.integers(0, 3, size=6))
+        return _train(fl, model, x, y, steps=2)
+    (l1, p1), (l0, p0) = run(True), run(False)
+    np.testing.assert_allclose(l1, l0, rtol=1e-5)
+    for k in p0:
+        np.testing.assert_allclose(p1[k], p0[k], rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_metrics_report_names_the_rerolled_runs(rerolling):
+    metrics.reset()
+    _stack_run(True)
+    assert "re-rolled:" in fl.metrics.report()
+
+
+def test_short_programs_stay_unrolled(rerolling):
+    reroll.set_reroll(True)
+    before = metrics.counters()["rerolled_runs"]
+    x = fl.ones(4, 4)
+    for _ in range(3):
+        x = x * 2 + 1
+    x.numpy()
+    assert metrics.counters()["rerolled_runs"] == before
