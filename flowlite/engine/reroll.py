@@ -78,7 +78,7 @@ def plan(entries, tokens, types, pinned, movable=None):
     if not _state["on"] or len(entries) < MIN_ENTRIES:
         return list(entries)
     if movable is not None:
-        entries, tokens = _views_first(entries, tokens, movable)
+        entries, tokens = _canonical_order(entries, tokens, movable)
     runs = _find_runs(entries, tokens, types, pinned)
     if not runs:
         return list(entries)
@@ -92,16 +92,24 @@ def plan(entries, tokens, types, pinned, movable=None):
     return out
 
 
-def _views_first(entries, tokens, movable):
-    """A topological order of the same entries in which each movable view comes right after
-    the entry that makes its input (first when its input is an argument)."""
+def _canonical_order(entries, tokens, movable):
+    """A topological order of the same entries that repeats where the program repeats:
+    entries without inputs (constants: a fill, an iota) come first, each kind once — a
+    constant the first layer made and the others read, or one each layer made again, no
+    longer makes the first layer differ; each movable view comes right after the entry that
+    makes its input (first when its input is an argument)."""
     made = {e[3] for e in entries}
+    same = {}                   # slot of a repeated constant -> the first one's slot
+    first = {}
+    for k, e in enumerate(entries):
+        if not e[2]:
+            same[e[3]] = first.setdefault(tokens[k], e[3])
     after = {}                  # producer slot (None: an argument) -> views that follow it
     for k, e in enumerate(entries):
         if movable[k] and len(e[2]) == 1:
-            src = e[2][0]
+            src = same.get(e[2][0], e[2][0])
             after.setdefault(src if src in made else None, []).append(k)
-    if not after:
+    if not same and not after:
         return entries, tokens
     moved = {k for ks in after.values() for k in ks}
     order = []
@@ -111,12 +119,21 @@ def _views_first(entries, tokens, movable):
         for c in after.get(entries[k][3], ()):
             emit(c)
 
+    consts = [k for k, e in enumerate(entries) if not e[2]]
+    for k in consts:
+        emit(k)
     for k in after.get(None, ()):
         emit(k)
     for k in range(len(entries)):
-        if k not in moved:
+        if k not in moved and entries[k][2]:
             emit(k)
-    return [entries[k] for k in order], [tokens[k] for k in order]
+    out = []
+    for k in order:
+        e = entries[k]
+        if any(i in same for i in e[2]):
+            e = (e[0], e[1], tuple(same.get(i, i) for i in e[2])) + e[3:]
+        out.append(e)
+    return out, [tokens[k] for k in order]
 
 
 def _find_runs(entries, tokens, types, pinned):
@@ -129,7 +146,7 @@ def _find_runs(entries, tokens, types, pinned):
         for a, b in zip(edges[0::2], edges[1::2]):
             reps = (b - a + p) // p
             if reps >= 2 and reps * p >= MIN_ENTRIES:
-                cands.append((reps * p, int(a), p, int(reps)))
+                cands.append((reps * p, int(a), p, int(b - a + p)))
     cands.sort(key=lambda c: (-c[0], c[2]))
     producer = {e[3]: k for k, e in enumerate(entries)}
     users = {}
@@ -138,21 +155,31 @@ def _find_runs(entries, tokens, types, pinned):
             users.setdefault(s, []).append(k)
     taken = np.zeros(n, dtype=bool)
     runs = []
-    for _, a, p, reps in cands:
+    for _, a, p, length in cands:
         # the longest free stretch of this candidate's region
-        seg = taken[a:a + reps * p]
+        seg = taken[a:a + length]
         if seg.any():
             free = np.flatnonzero(~seg)
             if not len(free):
                 continue
-            a, reps = _longest_free(a, free, p)
-            if reps < 2 or reps * p < MIN_ENTRIES:
+            a, length = _longest_free(a, free)
+            if length < max(2 * p, MIN_ENTRIES):
                 continue
-        run = _fit(entries, a, p, reps, producer, users, types, pinned)
+        run = _fit(entries, a, p, length, producer, users, types, pinned)
         if run is not None:
             taken[run.start:run.start + run.period * run.reps] = True
             runs.append(run)
-    return runs
+    return [r for r in runs if _worth_it(r, taken, users, pinned)]
+
+
+def _worth_it(r, rolled, users, pinned):
+    """Whether the run compiles fewer kernels as a loop: its glue (one stack per stacked
+    input, one slice per segment of each output read outside every loop — parameters
+    initialised layer by layer are all glue) against a quarter of the unrolled
+    segments' entries (XLA shares some kernels between identical unrolled segments)."""
+    sliced = sum(1 for _, slots in r.ys for s in slots
+                 if s in pinned or any(not rolled[u] for u in users.get(s, ())))
+    return sliced + len(r.xs) <= r.reps * r.period / 4
 
 
 def _periods(tokens, most=12):
@@ -168,18 +195,16 @@ def _periods(tokens, most=12):
     return [p for p, _ in votes.most_common(most)]
 
 
-def _longest_free(a, free, p):
+def _longest_free(a, free):
+    """(start, length) of the longest run of consecutive offsets in `free`, from `a`."""
     best = (a, 0)
-    start = prev = free[0]
-    for f in list(free[1:]) + [None]:
+    start = prev = int(free[0])
+    for f in [int(x) for x in free[1:]] + [None]:
         if f is None or f != prev + 1:
-            length = prev - start + 1
-            if length // p > best[1]:
-                best = (a + int(start), length // p)
-            if f is not None:
-                start = f
-        if f is not None:
-            prev = f
+            if prev - start + 1 > best[1]:
+                best = (a + start, prev - start + 1)
+            start = f
+        prev = f
     return best
 
 
@@ -196,23 +221,28 @@ def _ref(x, q, lo, k, p, j):
     return ("ext", x)
 
 
-def _fit(entries, a, p, reps, producer, users, types, pinned):
-    """The Run of the longest wiring-consistent prefix of segments from `a` (retrying one
-    segment later when the first differs), or None."""
-    for shift in range(2):
-        start = a + shift * p
-        count = reps - shift
-        if count < 2:
-            return None
-        wires = _wiring(entries, start, p, count, producer, types)
+def _fit(entries, a, p, length, producer, users, types, pinned):
+    """The Run of the most wiring-consistent segments in the periodic stretch of `length`
+    entries from `a`, over the rotations of the segment boundary (a layer's first op may
+    read what the embedding made in another shape than what the layer before makes), or
+    None."""
+    best = None
+    for shift in range(p):
+        count = (length - shift) // p
+        if count < 2 or (best is not None and count <= best[0]):
+            break
+        wires = _wiring(entries, a + shift, p, count, producer, types)
         if wires is None:
             continue
         good, tmpl, seg0 = wires
         if not any(kind == "carry" for row in tmpl for kind, _ in row):
-            return None     # independent segments: XLA already shares their kernels
-        if good >= 2 and good * p >= MIN_ENTRIES:
-            return _build(entries, start, p, good, tmpl, seg0, users, types, pinned)
-    return None
+            continue        # independent segments: XLA already shares their kernels
+        if good >= 2 and good * p >= MIN_ENTRIES and (best is None or good > best[0]):
+            best = (good, a + shift, tmpl, seg0)
+    if best is None:
+        return None
+    good, start, tmpl, seg0 = best
+    return _build(entries, start, p, good, tmpl, seg0, users, types, pinned)
 
 
 def _wiring(entries, start, p, count, producer, types):
