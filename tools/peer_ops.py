@@ -3,7 +3,8 @@ the oracle.
 
     python tools/peer_ops.py TINYGRAD [--rev REV] [--baseline] [-k SUBSTR] [--json FILE] [-v]
 
-TINYGRAD is a tinygrad checkout or a bare git directory of one (default: $TINYGRAD_PATH).
+TINYGRAD is a tinygrad checkout or a bare git directory of one (default: $TINYGRAD_PATH), or
+a file written in test_ops.py's form (tests/fixtures/peer_ops_sample.py).
 From a git directory the file is read at `--rev` (default: the pinned revision below, whose
 test_ops.py has 348 tests); from a checkout, the working file. Nothing of tinygrad is
 imported or copied: the names test_ops.py imports from tinygrad are stubbed in sys.modules
@@ -38,11 +39,15 @@ oracle's draws (the two RNG streams differ by design); draws inside a helper's `
 are not (test_multinomial has its own tolerance). tinygrad's skip decorators are about its
 own backends and are ignored: every test runs.
 
-Counting: each of the file's test methods is one test. PASS: both passes complete and every
-helper call matches. FAIL: the oracle pass completed, the candidate did not. N/A: the oracle
-pass itself fails, i.e. the test (with its tinygrad statements mapped) asks for something
-PyTorch does not do (a ValueError where PyTorch raises RuntimeError, a tinygrad-only
-argument); it counts as a pass for neither side. The pass rate is PASS / all tests.
+Counting: each of the file's test methods is one test. Every statement of a test body runs
+under a guard (the test classes' methods are rewritten: `for`, `while` and `if` bodies are
+entered, a `with` or `try` statement is one unit). A statement that raises in the oracle pass
+asks for something PyTorch itself does not do -- mostly a tinygrad statement expecting
+ValueError where PyTorch raises RuntimeError, or a tinygrad-only argument -- and is not
+applicable: the candidate pass skips it. PASS: the candidate ran every applicable statement
+and every helper call matched. FAIL: it did not. N/A: the oracle left no applicable check
+(an assertion or a helper call) in the test; it counts as a pass for neither side. The pass
+rate is PASS / all tests; `--json` lists the statements skipped in each test.
 
 Layer: tool — imports flowlite and torch, and nothing of tinygrad.
 """
@@ -79,7 +84,11 @@ TEST_PATHS = ("test/test_ops.py", "test/backend/test_ops.py")
 # reading test_ops.py
 
 def read_test_ops(path: str, rev: str | None) -> tuple[str, str]:
-    """(source, description) of test_ops.py from a checkout or a bare git directory."""
+    """(source, description) of test_ops.py from a checkout or a bare git directory (or the
+    path of a file in its form)."""
+    if os.path.isfile(path):
+        with open(path) as fh:
+            return fh.read(), path
     for rel in TEST_PATHS:
         f = os.path.join(path, rel)
         if os.path.isfile(f):
@@ -511,11 +520,6 @@ class Pass:
     def __init__(self, fw, role: str, source: str, filename: str):
         self.fw = fw
         self.role = role
-        self.records: list = []       # oracle: filled; candidate: read
-        self.draws: list = []
-        self.pos = 0
-        self.draw_pos = 0
-        self.in_helper = False
         self.reset()
         shim = make_tinygrad_shim(fw)
         saved = {k: sys.modules.get(k) for k in shim}
@@ -538,6 +542,7 @@ class Pass:
 
     # -- state per test
     def reset(self, records=None, draws=None, guards=None):
+        """The oracle fills records/draws/guards; the candidate reads the oracle's."""
         self.records = [] if records is None else records
         self.draws = [] if draws is None else draws
         self.guards = [] if guards is None else guards   # [line, check, applicable, why]
@@ -607,6 +612,11 @@ class Pass:
         made = self.fw.tensor(value, dtype=out.dtype)
         return made.requires_grad_(True) if out.requires_grad else made
 
+    def _failure(self, msg):
+        """The oracle's failures are ordinary (its guard marks the statement not applicable),
+        the candidate's are PeerFailures."""
+        return AssertionError(msg) if self.role == "oracle" else PeerFailure(msg)
+
     def _site(self, fxn):
         code = getattr(fxn, "__code__", None)
         if code is None and isinstance(fxn, functools.partial):
@@ -651,7 +661,8 @@ class Pass:
             raise PeerFailure(f"{where}: raised nothing, PyTorch raises "
                               f"{rec['raises'].__name__}: {rec['msg']}")
         if not _is_tensor(self.fw, out):
-            raise PeerFailure(f"{where}: forward returned {type(out).__name__}, not a tensor")
+            raise self._failure(f"{where}: forward returned {type(out).__name__}, not a "
+                                "tensor")
         fwd = _to_numpy(out)
         grads = None
         if not forward_only:
@@ -665,9 +676,7 @@ class Pass:
             grads = []
             for i, t in enumerate(ts):
                 if t.grad is None:
-                    if rec is None:
-                        raise PeerFailure(f"{where}: PyTorch gives input {i} no gradient")
-                    raise PeerFailure(f"{where}: no gradient for input {i}")
+                    raise self._failure(f"{where}: no gradient for input {i}")
                 grads.append(_to_numpy(t.grad))
         if rec is None:
             self.records.append({"kind": "op", "out": fwd, "dtype": _dtype_name(out.dtype),
@@ -713,10 +722,10 @@ class Pass:
                 run.in_helper = False
             if rec is None:
                 if raised is None:
-                    raise PeerFailure(f"{where}: PyTorch raises nothing")
+                    raise AssertionError(f"{where}: PyTorch raises nothing")
                 if expected is not None and not isinstance(raised, expected):
-                    raise PeerFailure(f"{where}: PyTorch raises {type(raised).__name__}, the "
-                                      f"test expects {expected}")
+                    raise AssertionError(f"{where}: PyTorch raises {type(raised).__name__}, "
+                                         f"the test expects {expected}")
                 run.records.append({"kind": "exception", "cls": type(raised),
                                     "msg": _first_line(raised)})
                 return
@@ -843,9 +852,11 @@ def main(argv=None):
             for r in rows:
                 print(f"  {r['test']}: {r['error']}")
     rate = 100.0 * counts["PASS"] / total if total else 0.0
+    partly = [r for r in results if r["status"] != "N/A" and r["skipped_statements"]]
     print(f"\n{side}: {counts['PASS']}/{total} passed ({rate:.1f}%), {counts['FAIL']} failed,"
           f" {counts['N/A']} not applicable (PyTorch itself fails them); "
-          f"{time.perf_counter() - t0:.0f} s")
+          f"{sum(len(r['skipped_statements']) for r in partly)} statements PyTorch fails "
+          f"skipped in {len(partly)} other tests; {time.perf_counter() - t0:.0f} s")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"source": desc, "side": side, "counts": counts, "total": total,
