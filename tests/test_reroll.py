@@ -173,3 +173,30 @@ def test_short_programs_stay_unrolled(rerolling):
         x = x * 2 + 1
     x.numpy()
     assert metrics.counters()["rerolled_runs"] == before
+
+
+def test_stacked_layers_switch_to_the_unrolled_program_after_their_first_steps(x64, rerolling):
+    # the loop form is for the first steps (compile time); the unrolled one runs the rest
+    reroll.set_reroll(True)
+    fl.manual_seed(0)
+    model = _stack(fl, 12, 8).double()
+    rng = np.random.default_rng(1)
+    x = fl.from_numpy(rng.normal(size=(4, 8)))
+    y = fl.from_numpy(rng.integers(0, 3, size=4))
+    before = metrics.counters()["rerolled_upgrades"]
+    losses, params = _train(fl, model, x, y, steps=reroll.UPGRADE_AFTER + 4)
+    assert metrics.counters()["rerolled_upgrades"] - before == 1
+    reroll.set_reroll(False)
+    fl.clear_cache()
+    fl.manual_seed(0)
+    model0 = _stack(fl, 12, 8).double()
+    losses0, params0 = _train(fl, model0, x, y, steps=reroll.UPGRADE_AFTER + 4)
+    np.testing.assert_allclose(losses, losses0, rtol=1e-12)
+    for k in params0:
+        np.testing.assert_allclose(params[k], params0[k], rtol=1e-11, atol=1e-13, err_msg=k)
+
+
+def test_long_time_loops_stay_loops():
+    assert reroll.upgrade_after([reroll.UPGRADE_MAX_REPS + 1]) is None
+    assert reroll.upgrade_after([12]) == reroll.UPGRADE_AFTER
+    assert reroll.upgrade_after([]) is None

@@ -444,6 +444,9 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
         _admit(exe, time.perf_counter() - tc, order, leaves, scalars, roots, len(args), cause,
                device)
     else:
+        if exe.upgrade_at is not None and exe.hits >= exe.upgrade_at:
+            exe = _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device,
+                          chain)
         _admit(exe, None, order, leaves, scalars, roots, len(args), cause, device)
     if observers:
         for ob in observers:
@@ -497,6 +500,29 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
         _rollback([roots[i] for i in taint], err,
                   taint={id(roots[i]): e for i, e in taint.items()})
         raise err
+
+
+def _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device, chain):
+    """The unrolled form of a re-rolled executable that has run exe.upgrade_at times
+    (reroll.upgrade_after), compiled now, once; it replaces the loop form for good."""
+    if order is None:
+        order = _walk_marked(roots + checks if checks else roots)[0]
+    tc = time.perf_counter()
+    hits0 = metrics.persistent_hits()
+    try:
+        new = build_executable(order, leaves, scalars, _slots(leaves, scalars, order),
+                               tuple([r.mark for r in roots]), device, donate, args,
+                               st.partners, tuple(c.mark for c in checks) if checks else (),
+                               chain, roll=False)
+    except Exception:       # (memory): the loop form stays
+        exe.upgrade_at = None
+        return exe
+    new.loaded = metrics.persistent_hits() > hits0
+    new.hits = exe.hits
+    st.exes[donate] = new
+    metrics._C["rerolled_upgrades"] += 1
+    metrics._C["compile_s"] += time.perf_counter() - tc
+    return new
 
 
 def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device):

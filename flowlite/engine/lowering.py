@@ -27,11 +27,13 @@ from .device import platform_of
 class Executable:
     """One compiled program and what the tools report about it."""
     __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary",
-                 "n_checks", "guarded", "need_bytes", "check_infos", "chained", "loaded")
+                 "n_checks", "guarded", "need_bytes", "check_infos", "chained", "loaded",
+                 "upgrade_at")
 
     def __init__(self, fn, n_outputs, donate):
         self.summary = None
         self.loaded = False       # built from JAX's persistent cache rather than compiled
+        self.upgrade_at = None    # re-rolled: the run count at which the unrolled form replaces it
         self.fn = fn              # outputs in root order
         self.compiled = fn        # the jax Compiled (its outputs may be ordered differently)
         self.n_outputs = n_outputs
@@ -63,7 +65,7 @@ def _trim():
 
 
 def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
-                  check_slots=(), guards=(), chain=False):
+                  check_slots=(), guards=(), chain=False, roll=None, rolled=None):
     """jax `Lowered` for the program (StableHLO, before XLA's compile).
 
     With `check_slots` the program returns one more output, the check nodes' flags stacked
@@ -94,22 +96,27 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     pinned = set(out_slots) | set(check_slots)
     sig_of = {slot[id(n)]: n.sig for n in order}
     views = {slot[id(n)] for n in order if n.op.name in reroll.MOVABLE}
+    joins = frozenset(slot[id(n)] for n in order if n.op.name == "concatenate")
+    roll = reroll.reroll_enabled() if roll is None else roll
     outer = reroll.plan(outer, [sig_of[e[3]] for e in outer], types, pinned | set(ext),
-                        [e[3] in views for e in outer])
+                        [e[3] in views for e in outer], roll, joins)
     inner_plan = None
     if inner:
         entries = [program[k] for k in sorted(inner)]
         inner_plan = reroll.plan(entries, [sig_of[e[3]] for e in entries], types, pinned,
-                                 [e[3] in views for e in entries])
+                                 [e[3] in views for e in entries], roll, joins)
 
     for r in [e for e in outer + (inner_plan or []) if type(e) is reroll.Run]:
         metrics._C["rerolled_runs"] += 1
         metrics._C["rerolled_segments"] += r.reps
+        if rolled is not None:
+            rolled.append(r.reps)
     in_pack = {sl: (p, k) for sl, p, k in scalar_map}
 
     def run_program(*flat_args):
         env = load_arguments(n_slots, leaf_slots, scalar_map, flat_args)
-        _run_entries(outer, env, (in_pack, flat_args[len(leaf_slots)]) if scalar_map else None)
+        _run_entries(outer, env, (in_pack, flat_args[len(leaf_slots)]) if scalar_map else None,
+                     joins)
         if check_slots:
             flags = jnp.stack([env[s] for s in check_slots])
             ok = jnp.all(flags[:, 0] == 0)
@@ -118,7 +125,7 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             if guards and on_cpu:
                 packs = flat_args[len(leaf_slots)] if scalar_map else ()
                 _guarded_update(inner_plan, ext, guards, out_slots, env, ok,
-                                scalar_map, packs)
+                                scalar_map, packs, joins)
             else:
                 for pos, leaf in guards:
                     out = out_slots[pos]
@@ -202,14 +209,18 @@ def _slot_types(order, leaves, scalars, slot):
     return types
 
 
-def _run_entries(entries, env, packed=None):
+def _run_entries(entries, env, packed=None, joins=frozenset()):
     """Lower program entries (and re-rolled runs: reroll.Run) in order into `env` (a slot
     list, or a dict for a branch).  packed: (slot -> (pack, position), the packs) of the host
-    scalars, from which a run gathers its per-segment scalars in one op."""
+    scalars, from which a run gathers its per-segment scalars in one op; joins: the
+    concatenations' output slots (reroll.join takes a run's outputs from their stack)."""
     stacks = {}
     for e in entries:
         if type(e) is reroll.Run:
             reroll.run(e, env, stacks, packed)
+            continue
+        if stacks and e[3] in joins:
+            reroll.join(e, env, stacks)
             continue
         lower, attrs, ins, out, dt, brk = e
         v = lower(attrs, *[env[i] for i in ins])
@@ -268,7 +279,7 @@ def _guarded_only(program, out_slots, check_slots, guards):
     return inner, tuple(ext)
 
 
-def _guarded_update(entries, ext, guards, out_slots, env, ok, scalar_map, packs):
+def _guarded_update(entries, ext, guards, out_slots, env, ok, scalar_map, packs, joins):
     """env[guarded output] = its new value when `ok`, else its old leaf: the entries only
     guarded outputs need run inside lax.cond's true branch (no select on their results).
     Host scalars it reads (an optimizer's hyper-parameters) are taken from their packs inside
@@ -285,7 +296,7 @@ def _guarded_update(entries, ext, guards, out_slots, env, ok, scalar_map, packs)
         for i in ext_sc:
             p, k = in_pack[i]
             local[i] = packs[p][k]
-        _run_entries(entries, local, (in_pack, packs) if ext_sc else None)
+        _run_entries(entries, local, (in_pack, packs) if ext_sc else None, joins)
         return tuple(local[s] if s in local else env[s] for s in slots)
 
     def keep(ext_vals, packs, olds):
@@ -298,7 +309,7 @@ def _guarded_update(entries, ext, guards, out_slots, env, ok, scalar_map, packs)
 
 
 def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
-                     partners=None, check_slots=(), chain=False):
+                     partners=None, check_slots=(), chain=False, roll=None):
     perm = _output_order(partners, donate) if partners else None
     lowered_slots = out_slots if perm is None else tuple(out_slots[i] for i in perm)
     guards = ()
@@ -307,8 +318,9 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
         guards = tuple((pos, slot[id(leaves[partners[i]])]) for pos, i in enumerate(order_of)
                        if partners[i] is not None)
     t0 = time.perf_counter()
+    rolled = []
     compiled = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
-                             args, check_slots, guards, chain).compile()
+                             args, check_slots, guards, chain, roll, rolled).compile()
     compile_s = time.perf_counter() - t0
     _trim()
     fn = compiled
@@ -324,6 +336,7 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
         def fn(*a, _run=compiled, _pick=operator.itemgetter(*where)):
             return _pick(_run(*a))
     exe = Executable(fn, len(out_slots), donate)
+    exe.upgrade_at = reroll.upgrade_after(rolled)
     exe.compiled = compiled
     exe.n_checks = len(check_slots)
     exe.chained = bool(chain and check_slots)

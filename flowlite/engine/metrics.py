@@ -16,7 +16,7 @@ from .runtime import rt
 
 _C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_cache_hits": 0,
       "donated_buffers": 0, "replays": 0, "backward_templates": 0, "graph_nodes": 0, "ops": 0,
-      "rerolled_runs": 0, "rerolled_segments": 0,
+      "rerolled_runs": 0, "rerolled_segments": 0, "rerolled_upgrades": 0,
       "trace_s": 0.0, "sync_s": 0.0, "compile_s": 0.0, "execute_s": 0.0}
 _sync_causes: collections.Counter = collections.Counter()
 _compile_log: list = []
@@ -159,7 +159,9 @@ def report() -> str:
     ]
     if c["rerolled_runs"]:
         lines.append(f"  re-rolled: {c['rerolled_runs']} runs of repeated segments lowered as "
-                     f"loops ({c['rerolled_segments']} segments; FLOWLITE_REROLL=0 turns it off)")
+                     f"loops ({c['rerolled_segments']} segments; FLOWLITE_REROLL=0 turns it off); "
+                     f"{c['rerolled_upgrades']} replaced by their unrolled form after "
+                     f"their first runs")
     if _sync_causes:
         lines.append("  syncs by cause:")
         for cause, n in _sync_causes.most_common():

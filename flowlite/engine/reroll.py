@@ -35,6 +35,9 @@ _state = {"on": os.environ.get("FLOWLITE_REROLL", "1").strip().lower() not in ("
 # small segments compile quickly anyway (thresholds measured: bench/RESULTS.md, re-rolling).
 MIN_ENTRIES = 64        # entries a run covers
 MIN_PERIOD = 4          # entries per segment
+MIN_REPS = 8            # segments: 4 layers of nanoGPT as loops compile slower (3.8 s vs 2.7)
+UPGRADE_AFTER = 20      # runs of a re-rolled program before its unrolled form replaces it
+UPGRADE_MAX_REPS = 64   # longer loops stay loops
 
 
 def set_reroll(on: bool) -> None:
@@ -47,6 +50,18 @@ def reroll_enabled() -> bool:
     return _state["on"]
 
 
+def upgrade_after(reps):
+    """After how many runs a re-rolled program (its runs' segment counts `reps`) is replaced
+    by its unrolled form, compiled then, once: a scan costs steady time on XLA:CPU (its
+    stacked outputs are zero-filled every step, its stacked inputs copied — a 12-layer GPT
+    step +3-10%), so loops of layers are only the first steps' form.  None: keep the loop
+    (none, or one so long — a cell stepped over hundreds of steps — that the unrolled form
+    would take minutes to compile)."""
+    if not reps or max(reps) > UPGRADE_MAX_REPS:
+        return None
+    return UPGRADE_AFTER
+
+
 class Run:
     """R segments of P entries from `start` of an entry list, lowered as one scan.
 
@@ -54,9 +69,10 @@ class Run:
     earlier entry of the same segment, 1 a carry, 2 a stacked input, 3 a constant.
     carry_src/carry_init: the entry each carry comes from and its initial slot; xs: per
     stacked input its slot in each segment; consts: slots; ys: (entry, slot in each segment)
-    of each stacked output."""
+    of each stacked output; lazy: output slots only concatenations read (join takes them
+    from the stack, no per-segment slice)."""
     __slots__ = ("start", "period", "reps", "body", "carry_src", "carry_init", "xs", "consts",
-                 "ys")
+                 "ys", "lazy")
 
     def __repr__(self):
         return (f"Run(start={self.start}, period={self.period}, reps={self.reps}, "
@@ -68,18 +84,19 @@ class Run:
 MOVABLE = frozenset(("slice", "reshape"))
 
 
-def plan(entries, tokens, types, pinned, movable=None):
+def plan(entries, tokens, types, pinned, movable=None, on=None, joins=frozenset()):
     """The entries, with maximal repeated runs replaced by Run objects.
 
     entries: (lower, attrs, input slots, output slot, dtype, break) in order; tokens: each
     entry's structural signature; types: slot -> (shape, dtype) of every slot a run may
     read; pinned: slots used after this entry list; movable: per entry, whether it is a
-    one-input view (MOVABLE) that may move up to just after its input."""
-    if not _state["on"] or len(entries) < MIN_ENTRIES:
+    one-input view (MOVABLE) that may move up to just after its input; on: re-roll (default:
+    the setting); joins: output slots of the concatenations (see join)."""
+    if not (_state["on"] if on is None else on) or len(entries) < MIN_ENTRIES:
         return list(entries)
     if movable is not None:
         entries, tokens = _canonical_order(entries, tokens, movable)
-    runs = _find_runs(entries, tokens, types, pinned)
+    runs = _find_runs(entries, tokens, types, pinned, joins)
     if not runs:
         return list(entries)
     out = []
@@ -136,7 +153,7 @@ def _canonical_order(entries, tokens, movable):
     return out, [tokens[k] for k in order]
 
 
-def _find_runs(entries, tokens, types, pinned):
+def _find_runs(entries, tokens, types, pinned, joins=frozenset()):
     n = len(entries)
     arr = np.asarray(tokens, dtype=np.int64)
     cands = []
@@ -145,7 +162,7 @@ def _find_runs(entries, tokens, types, pinned):
         edges = np.flatnonzero(np.diff(eq))
         for a, b in zip(edges[0::2], edges[1::2]):
             reps = (b - a + p) // p
-            if reps >= 2 and reps * p >= MIN_ENTRIES:
+            if reps >= MIN_REPS and reps * p >= MIN_ENTRIES:
                 cands.append((reps * p, int(a), p, int(b - a + p)))
     cands.sort(key=lambda c: (-c[0], c[2]))
     producer = {e[3]: k for k, e in enumerate(entries)}
@@ -163,22 +180,23 @@ def _find_runs(entries, tokens, types, pinned):
             if not len(free):
                 continue
             a, length = _longest_free(a, free)
-            if length < max(2 * p, MIN_ENTRIES):
+            if length < max(MIN_REPS * p, MIN_ENTRIES):
                 continue
-        run = _fit(entries, a, p, length, producer, users, types, pinned)
+        run = _fit(entries, a, p, length, producer, users, types, pinned, joins)
         if run is not None:
             taken[run.start:run.start + run.period * run.reps] = True
             runs.append(run)
-    return [r for r in runs if _worth_it(r, taken, users, pinned)]
+    return [r for r in runs if _worth_it(r, taken, users, pinned, entries, joins)]
 
 
-def _worth_it(r, rolled, users, pinned):
+def _worth_it(r, rolled, users, pinned, entries, joins):
     """Whether the run compiles fewer kernels as a loop: its glue (one stack per stacked
     input, one slice per segment of each output read outside every loop — parameters
     initialised layer by layer are all glue) against a quarter of the unrolled
     segments' entries (XLA shares some kernels between identical unrolled segments)."""
     sliced = sum(1 for _, slots in r.ys for s in slots
-                 if s in pinned or any(not rolled[u] for u in users.get(s, ())))
+                 if s in pinned or any(not rolled[u] and entries[u][3] not in joins
+                                       for u in users.get(s, ())))
     return sliced + len(r.xs) <= r.reps * r.period / 4
 
 
@@ -221,7 +239,7 @@ def _ref(x, q, lo, k, p, j):
     return ("ext", x)
 
 
-def _fit(entries, a, p, length, producer, users, types, pinned):
+def _fit(entries, a, p, length, producer, users, types, pinned, joins=frozenset()):
     """The Run of the most wiring-consistent segments in the periodic stretch of `length`
     entries from `a`, over the rotations of the segment boundary (a layer's first op may
     read what the embedding made in another shape than what the layer before makes), or
@@ -229,7 +247,7 @@ def _fit(entries, a, p, length, producer, users, types, pinned):
     best = None
     for shift in range(p):
         count = (length - shift) // p
-        if count < 2 or (best is not None and count <= best[0]):
+        if count < MIN_REPS or (best is not None and count <= best[0]):
             break
         wires = _wiring(entries, a + shift, p, count, producer, types)
         if wires is None:
@@ -237,12 +255,12 @@ def _fit(entries, a, p, length, producer, users, types, pinned):
         good, tmpl, seg0 = wires
         if not any(kind == "carry" for row in tmpl for kind, _ in row):
             continue        # independent segments: XLA already shares their kernels
-        if good >= 2 and good * p >= MIN_ENTRIES and (best is None or good > best[0]):
+        if good >= MIN_REPS and good * p >= MIN_ENTRIES and (best is None or good > best[0]):
             best = (good, a + shift, tmpl, seg0)
     if best is None:
         return None
     good, start, tmpl, seg0 = best
-    return _build(entries, start, p, good, tmpl, seg0, users, types, pinned)
+    return _build(entries, start, p, good, tmpl, seg0, users, types, pinned, joins)
 
 
 def _wiring(entries, start, p, count, producer, types):
@@ -287,7 +305,7 @@ def _wiring(entries, start, p, count, producer, types):
     return good, tmpl, seg0
 
 
-def _build(entries, start, p, reps, tmpl, seg0, users, types, pinned):
+def _build(entries, start, p, reps, tmpl, seg0, users, types, pinned, joins=frozenset()):
     end = start + p * reps
     # every segment's slot of each (entry, input) that reads from outside the run
     ext_slots = {}
@@ -330,6 +348,8 @@ def _build(entries, start, p, reps, tmpl, seg0, users, types, pinned):
     run.xs = tuple(xs_key)
     run.consts = tuple(const_key)
     run.ys = tuple(ys)
+    run.lazy = frozenset(s for _, slots in ys for s in slots if s not in pinned and all(
+        u >= end and entries[u][3] in joins for u in users.get(s, ())))
     return run
 
 
@@ -395,9 +415,63 @@ def run(r, env, stacks, packed=None):
     for (k, slots), y in zip(r.ys, ys):
         for j, s in enumerate(slots):
             idx = reps - 1 - j if backwards else j
-            env[s] = jax.tree_util.tree_map(
-                lambda a: jax.lax.dynamic_index_in_dim(a, index[idx], keepdims=False), y)
             stacks[s] = (y, idx)
+            if s not in r.lazy:
+                env[s] = _segment(y, index[idx])
+
+
+def _segment(y, at):
+    return jax.tree_util.tree_map(
+        lambda a: jax.lax.dynamic_index_in_dim(a, at, keepdims=False), y)
+
+
+def join(entry, env, stacks):
+    """Lower a concatenation (torch.cat/stack of a list a loop filled, one piece per time
+    step): consecutive pieces that are consecutive segments of one stacked output are taken
+    from the stack as one block, not slice by slice."""
+    _lower, attrs, ins, out, dt, _brk = entry
+    axis = attrs[0]
+    pieces = []
+    i = 0
+    while i < len(ins):
+        st = stacks.get(ins[i])
+        if st is not None and hasattr(st[0], "shape"):
+            y, first = st
+            j, step = i + 1, None
+            while j < len(ins):
+                nxt = stacks.get(ins[j])
+                if nxt is None or nxt[0] is not y:
+                    break
+                d = nxt[1] - stacks[ins[j - 1]][1]
+                if step is None and d in (1, -1):
+                    step = d
+                if d != step:
+                    break
+                j += 1
+            if j - i >= 2:
+                last = stacks[ins[j - 1]][1]
+                block = y[first:last + 1] if step == 1 else jnp.flip(y[last:first + 1], 0)
+                n = j - i
+                block = jnp.moveaxis(block, 0, axis)
+                shape = list(block.shape)
+                shape[axis:axis + 2] = [n * shape[axis + 1]]
+                pieces.append(block.reshape(shape))
+                i = j
+                continue
+        v = _read(env, ins[i])
+        if v is None:
+            y, idx = stacks[ins[i]]
+            v = y[idx]
+        pieces.append(v)
+        i += 1
+    v = pieces[0] if len(pieces) == 1 else jnp.concatenate(pieces, axis=axis)
+    if dt is not None and v.dtype != dt:
+        v = v.astype(dt)
+    env[out] = v
+
+
+def _read(env, s):
+    return env.get(s) if isinstance(env, dict) else env[s]
 
 
 def _whole(slots, stacks, reps):
