@@ -186,6 +186,7 @@ def test_stacked_layers_switch_to_the_unrolled_program_after_their_first_steps(x
     before = metrics.counters()["rerolled_upgrades"]
     losses, params = _train(fl, model, x, y, steps=reroll.UPGRADE_AFTER + 4)
     assert metrics.counters()["rerolled_upgrades"] - before == 1
+    assert "the unrolled form of a re-rolled program" in fl.metrics.report()
     reroll.set_reroll(False)
     fl.clear_cache()
     fl.manual_seed(0)

@@ -446,7 +446,7 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
     else:
         if exe.upgrade_at is not None and exe.hits >= exe.upgrade_at:
             exe = _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device,
-                          chain)
+                          chain, cause)
         _admit(exe, None, order, leaves, scalars, roots, len(args), cause, device)
     if observers:
         for ob in observers:
@@ -502,9 +502,10 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
         raise err
 
 
-def _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device, chain):
+def _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device, chain, cause):
     """The unrolled form of a re-rolled executable that has run exe.upgrade_at times
-    (reroll.upgrade_after), compiled now, once; it replaces the loop form for good."""
+    (reroll.upgrade_after), compiled now, once; it replaces the loop form for good.  Logged
+    as a compile whose cause says so."""
     if order is None:
         order = _walk_marked(roots + checks if checks else roots)[0]
     tc = time.perf_counter()
@@ -519,9 +520,12 @@ def _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device
         return exe
     new.loaded = metrics.persistent_hits() > hits0
     new.hits = exe.hits
+    new.summary = exe.summary
     st.exes[donate] = new
     metrics._C["rerolled_upgrades"] += 1
-    metrics._C["compile_s"] += time.perf_counter() - tc
+    metrics.note_compile(time.perf_counter() - tc, len(order), len(args), len(roots),
+                         f"{cause}: the unrolled form of a re-rolled program, after "
+                         f"{exe.hits} runs", new.loaded)
     return new
 
 
