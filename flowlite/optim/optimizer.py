@@ -5,11 +5,16 @@ lowering runs the group's optax transformation (`tx.update` +
 `optax.apply_updates`) inside the step's executable, then syncs.  Parameters
 and optimizer state are rebound to that node's outputs, so their old buffers
 are donated.  Numeric hyper-parameters (lr, betas, eps, weight_decay, ...) enter
-the graph as data — host scalars, which the executor packs into one float32
-argument of the step's executable — and the lowering builds the transformation
+the graph as data — host scalars, which the executor packs into one argument per
+dtype of the step's executable — and the lowering builds the transformation
 from them (what `optax.inject_hyperparams` does, without keeping a copy of every
 hyper-parameter in the state: no extra state inputs and outputs per group).
 Changing them — by a scheduler or by hand — never recompiles.
+
+Hyper-parameters are float64 in a group with float64 parameters (PyTorch computes them as
+Python floats, i.e. in double: float32 ones would put 1e-7 relative differences into a float64
+training run) and float32 otherwise — also for bfloat16/float16 parameters, where b2=0.999
+would round to 1.0 (`hyper_dtype`).
 
 Recording is the hot path of every step, so while a group's entries are the very
 same objects as at the last step, the transformation, its key and the
@@ -55,7 +60,8 @@ class StepState(NamedTuple):
 
 class _Factory:
     """A flowlite optimizer's transformation: `factory(**hyper, **static)`, built inside the
-    update's lowering from that step's hyper-parameter values (traced float32 scalars).
+    update's lowering from that step's hyper-parameter values (traced scalars of the
+    group's `hyper_dtype`).
     It is also the key of the recorded update (in its attrs: part of the graph key), so equal
     transformations — same optimizer, factory, static options, hyper-parameter names and
     sign — record the same program, and the lowering finds the transformation in its attrs."""
@@ -84,10 +90,20 @@ class _Factory:
         return self.factory(**hyper, **self.static)
 
     def init(self, params, hyper):
-        # float32 hyper-parameters whatever the parameter dtype (as optax.inject_hyperparams
-        # with hyperparam_dtype=float32: b2=0.999 in bfloat16 would round to 1.0)
-        hp = {k: jnp.asarray(v, jnp.float32) for k, v in hyper.items()}
+        dt = hyper_dtype([p.dtype for p in jax.tree_util.tree_leaves(params)]).np
+        hp = {k: jnp.asarray(v, dt) for k, v in hyper.items()}
         return StepState(jnp.zeros([], jnp.int32), self.build(hp).init(params))
+
+
+def hyper_dtype(param_dtypes):
+    """The dtype of a group's hyper-parameters: float64 where a parameter is float64 (PyTorch
+    computes with Python floats), else float32 whatever the parameter dtype (as
+    optax.inject_hyperparams with hyperparam_dtype=float32: b2=0.999 in bfloat16 would round
+    to 1.0)."""
+    for d in param_dtypes:
+        if d.name == "float64":        # a flowlite DType or a NumPy dtype
+            return D.float64
+    return D.float32
 
 
 _site_optimizers: dict = {}    # (call, source line) -> how many optimizers made it there
@@ -122,7 +138,7 @@ def _lower_update(attrs, *xs):
         grads = [-g for g in grads]
     grads = [g.astype(p.dtype) for g, p in zip(grads, params)]
     if type(tx) is _Factory:
-        inner = tx.build({name: v.astype(jnp.float32) for name, v in zip(hp_names, hps)})
+        inner = tx.build(dict(zip(hp_names, hps)))     # each in the group's hyper_dtype
         updates, new_inner = inner.update(grads, state.inner_state, params)
         new_state = StepState(optax.safe_increment(state.count), new_inner)
     else:
@@ -395,8 +411,10 @@ class Optimizer:
         hp_names = tuple(sorted(hyper))
         old = prev[5] if prev is not None else {}
         vals = {k: float(_as_float(hyper[k])) for k in hp_names}
-        hps = tuple([old[k] if k in old and old[k]._node.value == vals[k] else
-                     self._hparam(gi, k, vals[k]) for k in hp_names])
+        dt = hyper_dtype([p._node.dtype for p in group["params"]])
+        hps = tuple([old[k] if k in old and old[k]._node.value == vals[k] and
+                     old[k]._node.dtype == dt else self._hparam(gi, k, vals[k], dt)
+                     for k in hp_names])
         attrs = (key, len(group["params"]), self._treedefs[gi], hp_names,
                  bool(group.get("maximize", False)))
         # flowlite's own optimizers derive everything from the group's entries: while those
@@ -413,10 +431,10 @@ class Optimizer:
     def _load_torch_state_dict(self, sd) -> None:
         torch_state.load_torch_state_dict(self, sd)
 
-    def _hparam(self, gi, name, value):
+    def _hparam(self, gi, name, value, dtype=D.float32):
         # always data (never a baked constant) and tagged with its source, so a replayed
         # step (flowlite.compile) re-reads the current value from the param group
-        return extend.host_scalar(float(_as_float(value)), D.float32,
+        return extend.host_scalar(float(_as_float(value)), dtype,
                                   ("hparam", weakref.ref(self), gi, name))
 
     def current_hparam(self, gi, name) -> float:

@@ -150,12 +150,15 @@ def scale_by_nadam(b1=0.9, b2=0.999, eps=1e-8, momentum_decay=4e-3
         t = count.astype(jnp.float32)
         mom = b1 * (1.0 - 0.5 * 0.96 ** (t * momentum_decay))
         mom_next = b1 * (1.0 - 0.5 * 0.96 ** ((t + 1.0) * momentum_decay))
-        mu_product = state.mu_product * mom
-        mu_product_next = mu_product * mom_next
+        # the product is kept, and used, in its state's dtype (float32, PyTorch's scalar dtype):
+        # PyTorch multiplies its float32 tensor in place and reads that value back
+        mu_product = state.mu_product * mom.astype(state.mu_product.dtype)
+        prod = mu_product.astype(mom.dtype)       # read back into the step's precision
+        mu_product_next = prod * mom_next
         mu = optax.tree.update_moment(updates, state.mu, b1, 1)
         nu = optax.tree.update_moment_per_elem_norm(updates, state.nu, b2, 2)
         bc2 = 1.0 - b2 ** t
-        c_grad = (1.0 - mom) / (1.0 - mu_product)
+        c_grad = (1.0 - mom) / (1.0 - prod)
         c_avg = mom_next / (1.0 - mu_product_next)
 
         def direction(g, m, v):
@@ -257,7 +260,9 @@ def asgd(learning_rate, lambd=1e-4, alpha=0.75, t0=1e6) -> optax.GradientTransfo
     def update_fn(updates, state, params=None):
         if params is None:
             raise ValueError(optax.NO_PARAMS_MSG)
-        eta = jnp.where(state.count == 0, learning_rate, state.eta)
+        # in the state's dtype from the first step on (PyTorch's eta is a float32 tensor
+        # holding lr, then each new value)
+        eta = jnp.where(state.count == 0, learning_rate, state.eta).astype(state.eta.dtype)
         count = optax.safe_increment(state.count)
         t = count.astype(jnp.float32)
         new_p = jax.tree.map(
