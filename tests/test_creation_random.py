@@ -226,3 +226,21 @@ def test_generator_argument_draws_reproducibly_from_that_generator():
     assert a[3].min() >= 2 and a[3].max() < 9 and a[3].dtype == fl.randint(0, 2, (1,)).numpy().dtype
     with pytest.raises(TypeError, match="randperm: generator must be a flowlite.Generator"):
         fl.randperm(3, generator=np.random.default_rng(0))
+
+
+def test_randint_bounds_are_data_one_program_for_every_range():
+    # nanoGPT draws randint(len(data) - block, ...) for its train and its validation split:
+    # the bounds travel as data, so both splits run one program
+    import flowlite.engine.metrics as M
+    x = fl.zeros(3)
+    fl.manual_seed(0)
+    fl.sync()
+    draws = []
+    before = M.counters()["compiles"]
+    for lo, hi in ((0, 100), (0, 905), (-7, 3), (10, 11)):
+        r = fl.randint(lo, hi, (64,)) + x.sum().long()      # a real program, not a host read
+        v = r.numpy()
+        assert v.min() >= lo and v.max() < hi
+        draws.append(v)
+    assert M.counters()["compiles"] - before == 1
+    assert (draws[3] == 10).all()

@@ -174,8 +174,18 @@ def randint(low=0, high=None, size=None, generator=None, dtype=None, device=None
         return _from_generator(generator, "randint",
                                lambda g: g.integers(int(low), int(high), size=shape), d, device,
                                requires_grad)
-    return _make(P.rng_randint, shape, (shape, d, int(low), int(high)), d, device,
-                 requires_grad)
+    low, high = int(low), int(high)
+    if -2 ** 31 <= low and high <= 2 ** 31 - 1:
+        # the bounds travel as data: train and validation splits of different lengths
+        # (randint(len(data) - block, ...)) draw with one program
+        key, n = next_key(_dev(device))
+        bounds = (Tensor(scalar_node(low, D.int32)), Tensor(scalar_node(high, D.int32)))
+        out = apply(P.rng_randint, (key, n) + bounds,
+                    (shape, d, None, None, high - low <= 1 << 23), shape, d)
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+    return _make(P.rng_randint, shape, (shape, d, low, high), d, device, requires_grad)
 
 
 def randperm(n, generator=None, dtype=None, device=None, requires_grad=False):

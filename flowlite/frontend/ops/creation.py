@@ -88,13 +88,23 @@ def _normal(a, k, n):
     return (jnp.float32(np.sqrt(2.0)) * lax.erf_inv(2.0 * u - 1.0)).astype(dt.np)
 
 
-def _randint(a, k, n):
-    shape, dt, low, high = a
-    span = high - low
-    if span <= 1 << 23:
-        r = jnp.floor(_unit(_bits(k, n, shape)) * span).astype(jnp.int32)
-        return (r + low).astype(dt.np)
+def _randint(a, k, n, *bounds):
+    # bounds: (low, high) as data (int32 scalars: one program for every range of the same
+    # size class), or in the attributes when they don't fit int32
+    shape, dt, low, high = a[:4]
+    if bounds:
+        low, high = bounds
+        small = a[4]
+        span = high - low
+    else:
+        span = high - low
+        small = span <= 1 << 23
+    if small:
+        r = jnp.floor(_unit(_bits(k, n, shape)) * jnp.asarray(span, jnp.float32))
+        return (r.astype(jnp.int32) + low).astype(dt.np)
     b = _bits(k, n, shape)
+    if bounds:
+        return (low + (b % span.astype(jnp.uint32)).astype(jnp.int32)).astype(dt.np)
     return (low + (b % jnp.uint32(span)).astype(jnp.int64 if span > 2 ** 31 - 1 else jnp.int32)
             ).astype(dt.np)
 
