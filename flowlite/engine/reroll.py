@@ -35,7 +35,8 @@ _state = {"on": os.environ.get("FLOWLITE_REROLL", "1").strip().lower() not in ("
 # small segments compile quickly anyway (thresholds measured: bench/RESULTS.md, re-rolling).
 MIN_ENTRIES = 64        # entries a run covers
 MIN_PERIOD = 4          # entries per segment
-MIN_REPS = 8            # segments: 4 layers of nanoGPT as loops compile slower (3.8 s vs 2.7)
+MIN_REPS = 10           # segments: nanoGPT's 4 layers (3.8 s vs 2.7) and a GPT's 8 (3.7 vs
+#                         3.3) compile slower as loops, 12 faster (3.2 vs 5.4): bench/compile_depth.py
 UPGRADE_AFTER = 20      # runs of a re-rolled program before its unrolled form replaces it
 UPGRADE_MAX_REPS = 64   # longer loops stay loops
 
