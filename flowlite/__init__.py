@@ -5,12 +5,13 @@ backward pass with flowlite's own tape; a sync (explicit, at the end of
 `Optimizer.step()`, or when a value must reach the host) compiles the pending
 graph once through JAX/XLA, caches it by structure and replays it afterwards.
 
-Layer: package — imports autograd, compat.accelerator, compat.amp, compat.backends, compat.cuda,
-compat.onnx, compat.profiler, compat.utils, data, debug, distributed, engine.buckets,
-engine.cache, engine.device, engine.dtypes, engine.executor, engine.matmul_precision,
-engine.metrics, engine.reroll, engine.rollback, engine.tape, engine.xla_flags, extend,
-formats.serialization, frontend.checks, frontend.compile, frontend.control_flow, frontend.ops,
-frontend.random, frontend.tensor, frontend.tensor_methods, frontend.views, nn, optim.
+Layer: package — imports autograd, compat.accelerator, compat.amp, compat.backends, compat.cpu,
+compat.cuda, compat.onnx, compat.profiler, compat.utils, data, debug, distributed,
+engine.buckets, engine.cache, engine.device, engine.dtypes, engine.executor,
+engine.matmul_precision, engine.metrics, engine.reroll, engine.rollback, engine.tape,
+engine.xla_flags, extend, formats.serialization, frontend.checks, frontend.compile,
+frontend.control_flow, frontend.ops, frontend.random, frontend.tensor, frontend.tensor_methods,
+frontend.views, nn, optim.
 """
 from __future__ import annotations
 
@@ -84,9 +85,12 @@ from . import extend  # noqa: E402,F401  (the extension API nn/optim/data build 
 from . import nn, optim, data  # noqa: E402  (fl.nn, fl.optim, fl.data like torch.nn/optim)
 # PyTorch's other namespaces, so `import flowlite as torch` reaches torch.utils.data,
 # torch.cuda, torch.accelerator, torch.backends.cudnn (see flowlite.run for `import torch`)
-from .compat import utils, cuda, accelerator, backends, onnx, amp, profiler  # noqa: E402
+from .compat import utils, cuda, cpu, accelerator, backends, onnx, amp, profiler  # noqa: E402
 cuda.amp = amp      # torch.cuda.amp.GradScaler / autocast
 autocast = amp.autocast      # torch.autocast is torch.amp.autocast
+is_autocast_enabled = amp.is_autocast_enabled
+get_autocast_dtype = amp.get_autocast_dtype
+is_autocast_available = amp.is_autocast_available
 from .data import Generator  # noqa: E402
 
 # Lazy tracing allocates a few small objects per op; Python's full (generation-2) garbage

@@ -2,10 +2,11 @@
 
 Layer: extension API — imports distributed, engine.cache, engine.device, engine.dtypes,
 engine.errors, engine.executor, engine.ir, engine.mesh, engine.metrics, engine.tape,
-frontend.checks, frontend.compile, frontend.control_flow, frontend.ops, frontend.primitives,
-frontend.random, frontend.recording, frontend.tensor. `flowlite.nn`, `flowlite.optim`,
-`flowlite.data` and user code that defines its own fused operations import this module (never
-`executor`, `lowering`, `ir` or the tape), so the core can change underneath them.
+frontend.checks, frontend.compile, frontend.control_flow, frontend.ops, frontend.ops._autocast,
+frontend.primitives, frontend.random, frontend.recording, frontend.tensor. `flowlite.nn`,
+`flowlite.optim`, `flowlite.data` and user code that defines its own fused operations import
+this module (never `executor`, `lowering`, `ir` or the tape), so the core can change underneath
+them.
 
 What it offers:
 
@@ -25,6 +26,10 @@ What it offers:
   while keeping its identity), and recording an update whose outputs replace tensors in
   place (an optimizer step);
 * reading what a tensor is without a sync: `is_pending`, `device_array`;
+* autocast (`autocast.lower(*xs)`, `autocast.fp32(*xs)`: an op's tensor arguments cast as
+  PyTorch's autocast casts them for its lower-precision and fp32 lists; the arguments
+  themselves outside an autocast region) and the region's state (`autocast.current()`,
+  `autocast.set_current(state)`);
 * `on_clear_cache(fn)`: `fn()` runs in every `flowlite.clear_cache()` (a layer's own caches
   of device data are dropped with the executables);
 * primitive-level recorders for layers built below PyTorch's names (`nn.functional`):
@@ -44,6 +49,7 @@ from __future__ import annotations
 
 from .engine import dtypes, ir as _ir
 from .frontend import ops, primitives as prims, random
+from .frontend.ops import _autocast as autocast
 from .frontend.control_flow import scan
 from .engine.device import Device, device
 from .engine.errors import (ArgumentError, DTypeError, IndexRangeError, IndexShapeError,
@@ -61,7 +67,7 @@ from .frontend.checks import index_in_range as check_index, checks_enabled
 from .frontend.compile import register_guard
 from .distributed import Mesh, data_parallel, global_batch, shard_batch
 
-__all__ = ["Tensor", "Size", "ops", "prims", "random", "dtypes", "scan", "no_grad",
+__all__ = ["Tensor", "Size", "ops", "prims", "random", "autocast", "dtypes", "scan", "no_grad",
            "enable_grad", "is_grad_enabled", "set_grad_enabled", "from_numpy", "from_jax",
            "tensor", "Prim", "primitive", "record", "record_into", "rebind", "set_value",
            "share", "share_into", "host_scalar", "is_pending", "device_array", "sync",

@@ -66,7 +66,8 @@ TORCH_MODULES = {
     "torch.autograd": ".autograd",
     "torch.autograd.function": ".autograd",
     "torch.onnx": ".compat.onnx",   # importable; export raises (flowlite writes no ONNX)
-    "torch.amp": ".compat.amp",     # autocast (no effect, says so), GradScaler
+    "torch.amp": ".compat.amp",     # autocast (CPU autocast; others say they do nothing)
+    "torch.cpu": ".compat.cpu",     # torch.cpu.amp.autocast
     "torch.cuda.amp": ".compat.amp",
     "torch.distributed": ".distributed",   # process groups; DDP is nn.parallel's
     "torch.serialization": ".formats.serialization",

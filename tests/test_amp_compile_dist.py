@@ -8,10 +8,11 @@ import flowlite as fl
 from flowlite import amp
 
 
-def test_autocast_changes_nothing_and_says_so():
+def test_cuda_autocast_changes_nothing_and_says_so():
+    # CPU autocast is real (tests/test_autocast.py); PyTorch's CUDA lists are not implemented
     x = fl.randn(3, 4)
     amp._said["autocast"] = False
-    with pytest.warns(UserWarning, match="autocast has no effect"):
+    with pytest.warns(UserWarning, match="has no effect"):
         with fl.amp.autocast(device_type="cuda", dtype=fl.bfloat16):
             y = x @ x.T
     assert y.dtype == fl.float32

@@ -49,6 +49,7 @@ class _ThreadState(threading.local):
         self.rng_draws = None        # (seed, rt.rng_draws) after this thread's last sync
         self.unverified = None       # an execution whose check flags are still to be read
         self.stream = KeyStream()    # the graph key of the pending work, as it is recorded
+        self.autocast = None         # {device type: dtype} inside autocast regions
 
 
 class Runtime:

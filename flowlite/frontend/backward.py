@@ -178,6 +178,10 @@ def _execute(root_edges, deps, target_ids, useful, retain_graph, create_graph, a
     prev_bw = _state.in_backward
     set_grad_enabled(create_graph)
     _state.in_backward = True
+    # gradient rules compute in their forward's dtypes: autocast never recasts them (a
+    # backward() inside an autocast region included)
+    local = rt.local
+    prev_autocast, local.autocast = local.autocast, None
     try:
         for e, g in root_edges:
             pending[id(e)] = _accumulate(pending.get(id(e)), g)
@@ -223,6 +227,7 @@ def _execute(root_edges, deps, target_ids, useful, retain_graph, create_graph, a
     finally:
         set_grad_enabled(prev)
         _state.in_backward = prev_bw
+        local.autocast = prev_autocast
     return captured
 
 

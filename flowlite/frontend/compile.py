@@ -120,6 +120,7 @@ class CompiledFunction:
         self.traces = 0
         self._warned_return = False
         self._last = None          # the plan replayed last: tried first by _fast_guard
+        self._last_autocast = None  # the autocast state it was replayed under
         self._code_fn = getattr(fn, "__func__", fn)
         self._cap_spec = None      # what _captured reads, worked out once per code object
         self._precision = matmul_precision.generation()   # the plans' executables' setting
@@ -143,6 +144,7 @@ class CompiledFunction:
             else:
                 sig.append(("obj", id(a)))
         sig.append(self._captured())
+        sig.append(_autocast_key())      # autocast changes what the body records
         return tuple(sig)
 
     def _captured(self):
@@ -254,7 +256,8 @@ class CompiledFunction:
         if self._precision != matmul_precision.generation():
             self._forget_plans()
         plan = self._last
-        if plan is not None and self._fast_guard(plan, args):
+        if plan is not None and self._last_autocast == _autocast_key() and \
+                self._fast_guard(plan, args):
             out = self._replay(plan, args)    # all arguments are leaves: args is `flat`
             if out is not _FALLBACK:
                 return out
@@ -272,6 +275,7 @@ class CompiledFunction:
                 if checks is not None:
                     plan.cap_checks = checks
                     self._last = plan
+                    self._last_autocast = sig[-1]
                 return out
         self._last = None
         return self._trace(sig, flat, args)
@@ -746,6 +750,12 @@ def _group_snapshot(group):
         elif type(v) not in _EXACT_SCALAR:
             return None
     return len(group), [(k, v) for k, v in group.items() if k != "params"]
+
+
+def _autocast_key():
+    """This thread's autocast regions, comparable across calls (None outside any)."""
+    state = rt.local.autocast
+    return None if state is None else tuple(sorted((k, v.name) for k, v in state.items()))
 
 
 def _scalar_pack(plan, rng_base):

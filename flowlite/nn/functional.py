@@ -9,6 +9,7 @@ padding indices, causal masks) is computed once on the host and cached as device
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 import numbers
 import warnings
@@ -96,6 +97,25 @@ def _legacy_reduction(size_average, reduce, reduction):
     return "mean" if size_average else "sum"
 
 
+# ---- autocast --------------------------------------------------------------------------------
+# Inside torch.autocast regions the ops of PyTorch's CPU lower-precision list (linear,
+# convolutions, prelu, scaled_dot_product_attention) cast their floating arguments with
+# X.autocast.lower; those of its fp32 list (the losses, 3-D pooling, reflect/replicate padding)
+# are decorated with _autocast_fp32.
+
+def _autocast_fp32(fn):
+    """fn computing in float32 inside autocast regions (PyTorch's fp32 list): bfloat16 and
+    float16 tensor arguments are cast to float32 first."""
+    @functools.wraps(fn)
+    def fp32_in_autocast(*args, **kwargs):
+        if X.autocast.current() is not None:
+            args = X.autocast.fp32(*args)
+            if kwargs:
+                kwargs = dict(zip(kwargs, X.autocast.fp32(*kwargs.values())))
+        return fn(*args, **kwargs)
+    return fp32_in_autocast
+
+
 # ---- linear ------------------------------------------------------------------------------------
 def linear(input, weight, bias=None):
     """y = x Wᵀ + b with W of shape (out_features, in_features)."""
@@ -105,6 +125,8 @@ def linear(input, weight, bias=None):
         raise ArgumentError(f"linear: input of shape {tuple(shp)} doesn't match weight of shape "
                             f"{tuple(wshp)} (expected in_features={wshp[-1]} in the last "
                             f"dimension)")
+    if X.autocast.current() is not None:
+        input, weight, bias = X.autocast.lower(input, weight, bias)
     wdt = weight.dtype
     if len(wshp) == 2 and input.dtype is wdt and wdt.kind == "f" and (
             bias is None or (bias.shape == wshp[:1] and bias.dtype is wdt)):
@@ -122,8 +144,9 @@ def linear(input, weight, bias=None):
 
 
 def bilinear(input1, input2, weight, bias=None):
-    y = F.einsum("...i,oij,...j->...o", input1, weight, input2)
-    return y if bias is None else y + bias
+    with X.autocast.suspended():         # PyTorch's bilinear is in none of CPU autocast's lists
+        y = F.einsum("...i,oij,...j->...o", input1, weight, input2)
+        return y if bias is None else y + bias
 
 
 # ---- convolution -------------------------------------------------------------------------------
@@ -158,6 +181,8 @@ def _batchify(x, nd, op, what="input"):
 
 
 def _convnd(x, weight, bias, stride, padding, dilation, groups, nd, op):
+    if X.autocast.current() is not None:
+        x, weight, bias = X.autocast.lower(x, weight, bias)
     x, batched = _batchify(x, nd, op)
     xs, ws = x.shape, weight.shape
     if len(ws) != nd + 2:
@@ -204,6 +229,8 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 def _conv_transpose_nd(x, weight, bias, stride, padding, output_padding, groups, dilation, nd,
                        op):
+    if X.autocast.current() is not None:
+        x, weight, bias = X.autocast.lower(x, weight, bias)
     x, batched = _batchify(x, nd, op)
     xs, ws = x.shape, weight.shape
     cin = xs[1]
@@ -351,6 +378,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                      "max_pool2d")
 
 
+@_autocast_fp32
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3,
@@ -405,6 +433,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                      divisor_override, 2, "avg_pool2d")
 
 
+@_autocast_fp32
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
     return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -469,7 +498,8 @@ def _apply_along(x, dim, m):
     last = x.ndim - 1
     if dim != last:
         x = F.transpose(x, dim, last)
-    y = F.matmul(x, m)
+    with X.autocast.suspended():         # interpolation follows its input's dtype under autocast
+        y = F.matmul(x, m)
     return F.transpose(y, dim, last) if dim != last else y
 
 
@@ -834,6 +864,10 @@ def pad(input, pad, mode="constant", value=None):
         raise ArgumentError(f"pad: padding length {len(pad)} must be even and at most twice the "
                             f"number of dims ({input.ndim})")
     k = len(pad) // 2
+    if (mode == "replicate" or mode == "reflect" and k < 3) and \
+            X.autocast.current() is not None:
+        # PyTorch's fp32 list: reflection_pad1d/2d, replication_pad1d/2d/3d
+        (input,) = X.autocast.fp32(input)
     if mode in ("reflect", "replicate", "circular") and (
             k not in (1, 2, 3) or input.ndim not in (k + 1, k + 2)):
         # PyTorch pads 1-3 trailing dims in these modes, of an unbatched or batched input
@@ -1063,6 +1097,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                 "is_causal=True, not both")
         attn_mask = _causal_mask(L, S, query.device)
     sc = 1.0 / math.sqrt(E) if scale is None else builtins.float(scale)
+    if X.autocast.current() is not None:
+        query, key, value, attn_mask = X.autocast.lower(query, key, value, attn_mask)
     return _sdpa(query, key, value, sc, ((attn_mask, True),), dropout_p)[0]
 
 
@@ -1262,6 +1298,8 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
 
 def prelu(input, weight):
     """max(0, x) + weight · min(0, x); a weight of C entries applies per channel (dim 1)."""
+    if X.autocast.current() is not None:
+        input, weight = X.autocast.lower(input, weight)
     if weight.ndim > 1:
         raise ArgumentError(f"prelu: expected weight to be a scalar or 1D tensor, got shape "
                             f"{tuple(weight.shape)}")
@@ -1468,12 +1506,14 @@ def _check_targets(target, c, ignore_index, op, logp, out):
                 detail=f"ignore_index={int(ignore_index)}", out=out)
 
 
+@_autocast_fp32
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     return _nll(input, target, weight, ignore_index, reduction, "nll_loss")
 
 
+@_autocast_fp32
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100,
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """log_softmax over the class dim (1, or 0 for unbatched input) + NLL; targets are class
@@ -1528,6 +1568,7 @@ def _check_same_shape(input, target, op):
                             f"size {tuple(input.shape)}")
 
 
+@_autocast_fp32
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     d = input - target
@@ -1537,6 +1578,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     return _reduce(loss, reduction, "mse_loss")
 
 
+@_autocast_fp32
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     loss = F.abs(input - target)
@@ -1545,6 +1587,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return _reduce(loss, reduction, "l1_loss")
 
 
+@_autocast_fp32
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if beta < 0:
@@ -1557,6 +1600,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(loss, reduction, "smooth_l1_loss")
 
 
+@_autocast_fp32
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise ArgumentError("huber_loss does not support non-positive values for delta.")
@@ -1568,6 +1612,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     return _reduce(loss, reduction, "huber_loss")
 
 
+@_autocast_fp32
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
                          reduction="mean"):
     """-(t log x + (1 - t) log(1 - x)), each log clamped at -100 as in PyTorch."""
@@ -1581,6 +1626,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss, reduction, "binary_cross_entropy")
 
 
+@_autocast_fp32
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None,
                                      reduce=None, reduction="mean", pos_weight=None):
     """(1 - t) x + (1 + (pos_weight - 1) t) log(1 + exp(-x)), computed stably."""
@@ -1596,6 +1642,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 
+@_autocast_fp32
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """Pointwise target * (log target - input) (input holds log-probabilities); reduction
     'batchmean' divides the sum by the batch size (PyTorch's recommended mode)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from ..extend import ArgumentError, DTypeError
-from ..extend import ops as F, random as R, scan
+from ..extend import autocast, ops as F, random as R, scan
 from . import init
 from .module import Module, Parameter
 
@@ -103,6 +103,19 @@ class RNNBase(Module):
                                 f"{tuple(h.shape)}")
 
     def forward(self, x, hx=None):
+        if autocast.current() is None:
+            return self._forward(x, hx, None)
+        # PyTorch's CPU LSTM (mkldnn_rnn_layer) and RNN (linear layers) compute and return in
+        # the autocast dtype; its GRU's gates are linear layers in it, and its state keeps
+        # the state's dtype
+        if self.mode == "GRU":
+            return self._forward(x, hx, autocast.lower)
+        x, = autocast.lower(x)
+        if hx is not None:
+            hx = autocast.lower(*hx) if isinstance(hx, (tuple, list)) else autocast.lower(hx)[0]
+        return self._forward(x, hx, autocast.lower)
+
+    def _forward(self, x, hx, cast):
         self._check_input(x)
         unbatched = x.ndim == 2
         if unbatched:
@@ -134,6 +147,8 @@ class RNNBase(Module):
             for d in range(dirs):
                 k = layer * dirs + d
                 params = [getattr(self, n) for n in self._names[k]]
+                if cast is not None:
+                    params = list(cast(*params))
                 out, h, c = self._run_direction(layer_in, params, h0[k],
                                                 c0[k] if is_lstm else None, reverse=d == 1)
                 outs.append(out)

@@ -1,9 +1,9 @@
 """Linear algebra: matmul/bmm/mm, dot, outer, einsum.
 
-Layer: frontend — imports engine.buckets, engine.errors, engine.matmul_precision, ops._core,
-ops._registry, ops.elementwise, ops.shape, tensor. The family's primitives (`<name>_p`) are
-declared here, beside the front end that records them: their gradient rules call the ops of this
-module and of those before it.
+Layer: frontend — imports engine.buckets, engine.errors, engine.matmul_precision,
+engine.runtime, ops._autocast, ops._core, ops._registry, ops.elementwise, ops.shape, tensor. The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -16,10 +16,12 @@ from ...engine.errors import ArgumentError, DTypeError
 from ...engine import buckets as B
 from ..tensor import apply, Tensor
 from ...engine.matmul_precision import for_operands as _precision
+from ...engine.runtime import rt
 from ._core import _promote, as_tensor, broadcast_shapes, broadcast_to, prim, to_dtype
 from .elementwise import _st, mul
 from .shape import mT, reshape, unsqueeze
 from ._registry import torch_op
+from . import _autocast
 
 
 # ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
@@ -64,6 +66,13 @@ einsum_p = prim("einsum", lambda a, *xs: jnp.einsum(a[0], *xs, precision=_precis
 def matmul(a, b):
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError("matmul: both arguments must be tensors")
+    if rt.local.autocast is not None:      # in PyTorch's autocast lower-precision list
+        a, b = _autocast.lower(a, b)
+    return _matmul(a, b)
+
+
+def _matmul(a, b):
+    """matmul without autocast: for ops PyTorch does not autocast (dot, mv)."""
     sa, sb = a._node.shape, b._node.shape
     if not sa or not sb:
         raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
@@ -117,7 +126,7 @@ def dot(a, b):
     if a.ndim != 1 or b.ndim != 1:
         raise ArgumentError(f"dot: 1D tensors expected, but got shapes {tuple(a.shape)} and "
                             f"{tuple(b.shape)}")
-    return matmul(a, b)
+    return _matmul(a, b)
 
 
 @torch_op
@@ -125,7 +134,7 @@ def mv(a, v):
     if a.ndim != 2 or v.ndim != 1 or a.shape[1] != v.shape[0]:
         raise ArgumentError(f"mv: expected a matrix and a vector of matching size, got shapes "
                             f"{tuple(a.shape)} and {tuple(v.shape)}")
-    return matmul(a, v)
+    return _matmul(a, v)
 
 
 @torch_op
@@ -184,12 +193,26 @@ def _explicit_einsum(eq, operands):
 _einsum_cache: dict = {}
 
 
+def _contracts(eq):
+    """Whether an einsum sums over an index that several operands share ("ij,jk->ik",
+    "i,i->"): PyTorch computes those with bmm, which autocast casts; an outer or elementwise
+    product ("i,j->ij", "ij,ij->ij") is a multiplication, which it doesn't."""
+    eq = eq.replace(" ", "")
+    ins, arrow, out = eq.partition("->")
+    specs = [s.replace("...", "") for s in ins.split(",")]
+    letters = "".join(specs)
+    kept = set(out) if arrow else {c for c in letters if letters.count(c) == 1}
+    return any(c not in kept and builtins.sum(c in s for s in specs) > 1 for c in set(letters))
+
+
 @torch_op(method=False)
 def einsum(eq, *operands):
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     operands = [o if type(o) is Tensor or isinstance(o, Tensor) else as_tensor(o)
                 for o in operands]
+    if rt.local.autocast is not None and len(operands) > 1 and _contracts(eq):
+        operands = list(_autocast.lower(*operands))     # PyTorch's einsum reaches bmm
     key = (eq,) + tuple(o._node.shape for o in operands)
     hit = _einsum_cache.get(key)
     if hit is not None and builtins.all(o.dtype is operands[0].dtype for o in operands):

@@ -1,10 +1,10 @@
 """Reductions: sum, mean, max/min (with indices), argmax, prod, var/std, logsumexp,
 cumsum/cumprod, norm, all/any.
 
-Layer: frontend — imports engine.buckets, engine.dtypes, engine.errors, ops._core,
-ops._registry, ops.creation, ops.elementwise, ops.shape, tensor. The family's primitives
-(`<name>_p`) are declared here, beside the front end that records them: their gradient rules
-call the ops of this module and of those before it.
+Layer: frontend — imports engine.buckets, engine.dtypes, engine.errors, engine.runtime,
+ops._autocast, ops._core, ops._registry, ops.creation, ops.elementwise, ops.shape, tensor. The
+family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from .elementwise import (abs, eq, exp, isfinite, isnan, log, logical_and, logic
                           minimum, ne, pow, sqrt, where)
 from .shape import _take_along_prim, cat, flip, narrow, permute, reshape, squeeze
 from ._registry import torch_op
+from . import _autocast
+from ...engine.runtime import rt
 from .creation import ones_like
 
 
@@ -307,6 +309,8 @@ def argmin(x, dim=None, keepdim=False):
 
 @torch_op
 def prod(x, dim=None, keepdim=False, dtype=None):
+    if rt.local.autocast is not None and dtype is None:     # in PyTorch's autocast fp32 list
+        (x,) = _autocast.fp32(x)
     if dtype is not None:
         x = to_dtype(x, dtype)
     elif x.dtype.kind in "biu":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ...extend import ArgumentError, DTypeError
-from ...extend import ops as F
+from ...extend import autocast, ops as F
 from .. import init
 from ..module import Module
 from ._util import new_param
@@ -83,11 +83,16 @@ class RNNCellBase(Module):
 
     def _gates(self, x, h):
         """W_ih x + b_ih and W_hh h + b_hh (GRU needs them apart: r scales only the second)."""
-        gi = x @ self.weight_ih.T
-        gh = h @ self.weight_hh.T
-        if self.bias_ih is not None:
-            gi = gi + self.bias_ih
-            gh = gh + self.bias_hh
+        w_ih, w_hh, b_ih, b_hh = self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh
+        if autocast.current() is not None:
+            # PyTorch's cells are two linear layers: the autocast dtype, biases included (the
+            # state itself is not cast: LSTMCell's c and GRUCell's h keep theirs)
+            x, h, w_ih, w_hh, b_ih, b_hh = autocast.lower(x, h, w_ih, w_hh, b_ih, b_hh)
+        gi = x @ w_ih.T
+        gh = h @ w_hh.T
+        if b_ih is not None:
+            gi = gi + b_ih
+            gh = gh + b_hh
         return gi, gh
 
 
