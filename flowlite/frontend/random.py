@@ -20,7 +20,7 @@ from ..engine.mesh import put
 from .ops import _dev, reshape
 from .ops import broadcast_shapes as _broadcast_shapes, broadcast_to as _broadcast_to
 from .ops import full_like as _full_like, zeros_like as _zeros_like
-from .ops._core import pointwise
+from .ops._core import int_size, pointwise
 from ..engine.runtime import rt
 from .tensor import Tensor, apply, from_jax, from_numpy
 
@@ -94,7 +94,7 @@ def set_rng_state(state: Tensor, device=None) -> None:
 def _shape(size, op="rand"):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = size[0]
-    shape = tuple(int(s) for s in size)
+    shape = tuple(int_size(s, op) for s in size)
     if any(s < 0 for s in shape):
         raise ArgumentError(f"{op}: trying to create a tensor with a negative dimension "
                             f"{list(shape)}")
@@ -189,7 +189,8 @@ def randint(low=0, high=None, size=None, generator=None, dtype=None, device=None
 
 
 def randperm(n, generator=None, dtype=None, device=None, requires_grad=False):
-    if int(n) < 0:
+    n = int_size(n, "randperm")
+    if n < 0:
         raise ArgumentError(f"randperm: n must be non-negative, got {n}")
     d = D.canonical(D.from_any(dtype)) if dtype is not None else D.canonical(D.int64)
     _integer_grad(requires_grad, d, "randperm")

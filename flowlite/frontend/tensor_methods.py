@@ -80,7 +80,16 @@ Tensor.mT = property(V.mT)
 # operators
 Tensor.__add__ = lambda a, b: F._binary(P.add, a, b)
 Tensor.__radd__ = lambda a, b: F._binary(P.add, a, b)
-Tensor.__sub__ = lambda a, b: F._binary(P.sub, a, b)
+
+
+def _sub(a, b):
+    if a.dtype is D.bool_ and isinstance(b, Tensor) and b.dtype is D.bool_:
+        raise DTypeError("sub: subtraction, the `-` operator, with two bool tensors is not "
+                         "supported; use the `^` or logical_xor() operator instead")
+    return F._binary(P.sub, a, b)
+
+
+Tensor.__sub__ = _sub
 Tensor.__rsub__ = lambda a, b: F.rsub(a, b)
 Tensor.__mul__ = lambda a, b: F._binary(P.mul, a, b)
 Tensor.__rmul__ = lambda a, b: F._binary(P.mul, a, b)
@@ -226,6 +235,9 @@ Tensor.__irshift__ = _inplace("__irshift__", F.bitwise_right_shift)
 
 
 def _fill_(self, value):
+    if isinstance(value, Tensor) and value.ndim:
+        raise ArgumentError(f"fill_: only supports a 0-dimensional value tensor, but got a "
+                            f"tensor of shape {tuple(value.shape)}")
     return self._rebind(F.full_like(self, value), "fill_")
 
 

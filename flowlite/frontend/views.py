@@ -297,6 +297,8 @@ def _multi(v):
 def chunk(x, chunks, dim=0):
     if chunks <= 0:
         raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
+    if not x._node.shape:
+        raise ArgumentError("chunk: expects at least a 1-dimensional tensor (got a 0-d tensor)")
     n = x._node.shape[_norm_dim(dim, x.ndim, "chunk")]
     return split(x, max(-(-n // chunks), 1), dim)
 

@@ -1402,6 +1402,9 @@ def tanhshrink(input):
 
 
 def glu(input, dim=-1):
+    if input.ndim == 0:
+        raise ArgumentError("glu: does not support scalars (0-d input) because halving size "
+                            "must be even")
     a, b = F.chunk(input, 2, dim)
     if a.shape != b.shape:
         raise ArgumentError(f"glu: halving dimension must be even, got shape {tuple(input.shape)}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 
 import numpy as np
 
@@ -300,10 +301,22 @@ def to_dtype(x, dtype):
 
 
 # ---- shape -----------------------------------------------------------------------------------
-def _shape_arg(shape):
+def int_size(s, op="size"):
+    """One entry of a size argument as an int; a float, str or other non-integer is PyTorch's
+    TypeError (`zeros(2.5)`, `view(2.0, 3)`), not silently truncated."""
+    if type(s) is int:
+        return s
+    try:
+        return operator.index(s)
+    except TypeError:
+        raise DTypeError(f"{op}: size must be a sequence of ints, got {s!r} "
+                         f"({type(s).__name__})") from None
+
+
+def _shape_arg(shape, op="reshape"):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list, Size)):
         shape = shape[0]
-    return tuple(builtins.int(s) for s in shape)
+    return tuple(s if type(s) is int else int_size(s, op) for s in shape)
 
 
 @torch_op(top=False)

@@ -19,7 +19,7 @@ from ...engine.errors import ArgumentError, UnsupportedError
 from ...engine import buckets as B, dtypes as D
 from ..tensor import apply, Size, Tensor
 from ..linspace_values import linspace_values
-from ._core import (_BAKED, _creation_dtype, _dev, _scalar, broadcast_to, broadcast_to_p, full_p,
+from ._core import (int_size, _BAKED, _creation_dtype, _dev, _scalar, broadcast_to, broadcast_to_p, full_p,
                     nondiff, to_dtype)
 from ._registry import torch_op
 
@@ -166,7 +166,9 @@ rng_trunc_normal_p = nondiff("rng_trunc_normal", _trunc_normal)
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     if isinstance(size, int):
         size = (size,)
-    shape = tuple(builtins.int(s) for s in size)
+    elif not hasattr(size, "__iter__"):
+        size = (size,)
+    shape = tuple(int_size(s, "full") for s in size)
     if builtins.any(s < 0 for s in shape):
         raise ArgumentError(f"full: negative dimension in size {shape}")
     d = _creation_dtype(dtype, fill_value)

@@ -286,6 +286,10 @@ def add(x, y, alpha=1):
 
 @torch_op(inplace=True)
 def sub(x, y, alpha=1):
+    if isinstance(x, Tensor) and isinstance(y, Tensor) and x.dtype is D.bool_ \
+            and y.dtype is D.bool_:
+        raise DTypeError("sub: subtraction, the `-` operator, with two bool tensors is not "
+                         "supported; use the `^` or logical_xor() operator instead")
     if alpha != 1:
         y = mul(y, alpha)
     return _binary(sub_p, x, y)

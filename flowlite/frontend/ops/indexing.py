@@ -449,6 +449,10 @@ def gather(x, dim, index):
 def take_along_dim(x, indices, dim):
     indices = _check_index_tensor(indices, "take_along_dim")
     d = _norm_dim(dim, x.ndim, "take_along_dim")
+    if indices.ndim != x.ndim:
+        raise ArgumentError(f"take_along_dim(): input and indices should have the same number "
+                            f"of dimensions, but got shapes {tuple(x.shape)} and "
+                            f"{tuple(indices.shape)}")
     shape = list(broadcast_shapes(tuple(s for i, s in enumerate(x.shape) if i != d),
                                   tuple(s for i, s in enumerate(indices.shape) if i != d),
                                   op="take_along_dim"))
@@ -532,6 +536,14 @@ def index_select(x, dim, index):
 def index_add(x, dim, index, source, alpha=1):
     index = _check_index_tensor(index, "index_add")
     d = _norm_dim(dim, x.ndim, "index_add")
+    if index.ndim > 1:
+        raise IndexShapeError(f"index_add: index must be 1-D or 0-D (got shape "
+                              f"{tuple(index.shape)})")
+    want = x._node.shape[:d] + (index.numel(),) + x._node.shape[d + 1:]
+    if tuple(source.shape) != want and not (x.ndim == 0 and source.numel() == 1):
+        raise ArgumentError(f"index_add: source shape {tuple(source.shape)} must match self "
+                            f"shape {tuple(x.shape)} excluding dim {d}, with {index.numel()} "
+                            f"indices there (expected {want})")
     spec = tuple(("s", 0, s, 1) for s in x._node.shape[:d]) + (("t",),)
     if alpha != 1:
         source = source * alpha
@@ -598,6 +610,9 @@ def masked_fill(x, mask, value):
         raise DTypeError(f"masked_fill: expected a bool mask tensor, got a {got}")
     broadcast_shapes(x._node.shape, mask._node.shape, op="masked_fill")
     if isinstance(value, Tensor):
+        if value.ndim:
+            raise ArgumentError(f"masked_fill: only supports a 0-dimensional value tensor, but "
+                                f"got a tensor of shape {tuple(value.shape)}")
         value = to_dtype(value, x.dtype)
     else:
         value = _scalar(value, x.dtype)

@@ -62,7 +62,26 @@ einsum_p = prim("einsum", lambda a, *xs: jnp.einsum(a[0], *xs, precision=_precis
 
 
 # ---- linear algebra ----------------------------------------------------------------------------
-@torch_op(aliases=("mm",))
+def _same_dtype(op, a, b):
+    if a.dtype is not b.dtype:
+        raise DTypeError(f"{op}: expected both operands to have the same dtype, but got "
+                         f"{a.dtype} and {b.dtype} (shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)})")
+
+
+@torch_op
+def mm(a, b):
+    if not isinstance(a, Tensor) or not isinstance(b, Tensor):
+        raise DTypeError("mm: both arguments must be tensors")
+    if a.ndim != 2 or b.ndim != 2:
+        raise ArgumentError(f"mm: expected 2-D matrices, got shapes {tuple(a.shape)} and "
+                            f"{tuple(b.shape)}")
+    if rt.local.autocast is None:       # autocast casts both operands, as in PyTorch
+        _same_dtype("mm", a, b)
+    return matmul(a, b)
+
+
+@torch_op
 def matmul(a, b):
     if not isinstance(a, Tensor) or not isinstance(b, Tensor):
         raise DTypeError("matmul: both arguments must be tensors")
@@ -118,6 +137,8 @@ def bmm(a, b):
                             f"{tuple(b.shape)}")
     if a.shape[0] != b.shape[0]:
         raise ArgumentError(f"bmm: batch sizes differ: {tuple(a.shape)} and {tuple(b.shape)}")
+    if rt.local.autocast is None:
+        _same_dtype("bmm", a, b)
     return matmul(a, b)
 
 
@@ -126,6 +147,7 @@ def dot(a, b):
     if a.ndim != 1 or b.ndim != 1:
         raise ArgumentError(f"dot: 1D tensors expected, but got shapes {tuple(a.shape)} and "
                             f"{tuple(b.shape)}")
+    _same_dtype("dot", a, b)
     return _matmul(a, b)
 
 
@@ -134,6 +156,7 @@ def mv(a, v):
     if a.ndim != 2 or v.ndim != 1 or a.shape[1] != v.shape[0]:
         raise ArgumentError(f"mv: expected a matrix and a vector of matching size, got shapes "
                             f"{tuple(a.shape)} and {tuple(v.shape)}")
+    _same_dtype("mv", a, v)
     return _matmul(a, v)
 
 
@@ -154,6 +177,19 @@ def _explicit_einsum(eq, operands):
     else:
         ins, out = eq, None
     specs = ins.split(",")
+    for k, c in enumerate(eq):
+        if not (c.isascii() and c.isalpha()) and c not in ",.->":
+            raise ArgumentError(f"einsum: invalid subscript {c!r} at index {k} of {eq!r}, "
+                                f"subscripts must be in [a-zA-Z]")
+    if out is not None:
+        letters = out.replace("...", "")
+        for c in letters:
+            if letters.count(c) > 1:
+                raise ArgumentError(f"einsum: output subscript {c!r} appears more than once "
+                                    f"in {eq!r}")
+            if c not in ins:
+                raise ArgumentError(f"einsum: output subscript {c!r} does not appear in the "
+                                    f"equation {eq!r} for any input operand")
     if len(specs) != len(operands):
         raise ArgumentError(f"einsum: equation {eq!r} names {len(specs)} operands but "
                             f"{len(operands)} were given")

@@ -168,7 +168,12 @@ def _axes(x, dim, op):
     if dim is None:
         return tuple(range(nd))
     if isinstance(dim, (list, tuple)):
-        axes = tuple(sorted({_norm_dim(d, nd, op) for d in dim}))
+        normed = [_norm_dim(d, nd, op) for d in dim]
+        axes = tuple(sorted(set(normed)))
+        if len(axes) != len(normed):
+            dup = next(d for d in normed if normed.count(d) > 1)
+            raise ArgumentError(f"{op}: dim {dup} appears multiple times in the list of dims "
+                                f"{tuple(dim)} (input shape {tuple(x._node.shape)})")
         return axes if nd else ()
     ax = _norm_dim(dim, nd, op)
     return (ax,) if nd else ()  # a 0-d tensor accepts dim 0 / -1 and reduces nothing

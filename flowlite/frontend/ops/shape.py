@@ -186,7 +186,7 @@ def reshape(x, *shape):
         shape = tuple(shape[0])
     key = (old, shape)
     hit = _reshape_cache.get(key)
-    if hit is not None:
+    if hit is not None and float not in map(type, shape):   # view(2.0, 3) equals (2, 3)
         return x if hit == old else apply(reshape_p, (x,), (hit,), hit, x._node.dtype)
     r = _reshape_slow(x, shape)
     _reshape_cache[key] = r._node.shape
@@ -569,6 +569,8 @@ def split(x, split_size_or_sections, dim=0):
 def chunk(x, chunks, dim=0):
     if chunks <= 0:
         raise ArgumentError(f"chunk: chunks must be positive, got {chunks}")
+    if not x._node.shape:
+        raise ArgumentError("chunk: expects at least a 1-dimensional tensor (got a 0-d tensor)")
     n = x._node.shape[_norm_dim(dim, x.ndim, "chunk")]
     k = -(-n // chunks)
     return split(x, builtins.max(k, 1), dim)
