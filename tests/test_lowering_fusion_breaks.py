@@ -3,11 +3,12 @@ values stay exact, the cut survives XLA's optimizations, short chains are never 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 import torch
 
 import flowlite as fl
-from flowlite.engine import cache, executor, lowering
+from flowlite.engine import cache, executor, lowering, reroll
 
 
 def _chain(x, a, b, steps):
@@ -15,6 +16,16 @@ def _chain(x, a, b, steps):
     for _ in range(steps):
         x = x * a + b
     return x
+
+
+@pytest.fixture(autouse=True)
+def _unrolled():
+    # these tests check the cuts of an unrolled chain; re-rolling would make the chain a
+    # loop (tests/test_reroll.py checks that form)
+    was = reroll.reroll_enabled()
+    reroll.set_reroll(False)
+    yield
+    reroll.set_reroll(was)
 
 
 def _last_program_text():

@@ -201,3 +201,30 @@ def test_long_time_loops_stay_loops():
     assert reroll.upgrade_after([reroll.UPGRADE_MAX_REPS + 1]) is None
     assert reroll.upgrade_after([12]) == reroll.UPGRADE_AFTER
     assert reroll.upgrade_after([]) is None
+
+
+def test_elementwise_chain_over_time_rolls_with_the_unrolled_values(x64, rerolling):
+    # a state updated in a Python loop (c = f * c + g): two-op segments, a carry, per-step
+    # inputs cut from one array (x[:, t]) taken from it as one block
+    rng = np.random.default_rng(3)
+    x0, f0 = rng.normal(size=(4, 80)), rng.normal(size=(4,)) * 0.3
+
+    def run(on):
+        reroll.set_reroll(on)
+        fl.clear_cache()
+        x, f = fl.from_numpy(x0).requires_grad_(), fl.from_numpy(f0).requires_grad_()
+        c = fl.zeros(4, dtype=fl.float64)
+        outs = []
+        for t in range(80):
+            c = f * c + x[:, t]
+            outs.append(c)
+        loss = (fl.stack(outs, dim=1) ** 2).sum()
+        before = metrics.counters()["rerolled_runs"]
+        loss.backward()
+        got = [loss.item(), x.grad.numpy(), f.grad.numpy()]
+        return got, metrics.counters()["rerolled_runs"] - before
+    got, runs = run(True)
+    want, runs0 = run(False)
+    assert runs >= 2 and runs0 == 0
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12)

@@ -97,14 +97,19 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     sig_of = {slot[id(n)]: n.sig for n in order}
     views = {slot[id(n)] for n in order if n.op.name in reroll.MOVABLE}
     joins = frozenset(slot[id(n)] for n in order if n.op.name == "concatenate")
+    # slices (their input slot and static bounds): a loop's per-step inputs cut from one
+    # array are taken from it as one block (reroll.run)
+    tiles = {slot[id(n)]: (slot[id(n.inputs[0])],) + tuple(n.attrs[:3])
+             for n in order if n.op.name == "slice"}
+    joins = (joins, tiles)
     roll = reroll.reroll_enabled() if roll is None else roll
     outer = reroll.plan(outer, [sig_of[e[3]] for e in outer], types, pinned | set(ext),
-                        [e[3] in views for e in outer], roll, joins)
+                        [e[3] in views for e in outer], roll, joins[0])
     inner_plan = None
     if inner:
         entries = [program[k] for k in sorted(inner)]
         inner_plan = reroll.plan(entries, [sig_of[e[3]] for e in entries], types, pinned,
-                                 [e[3] in views for e in entries], roll, joins)
+                                 [e[3] in views for e in entries], roll, joins[0])
 
     for r in [e for e in outer + (inner_plan or []) if type(e) is reroll.Run]:
         metrics._C["rerolled_runs"] += 1
@@ -209,15 +214,17 @@ def _slot_types(order, leaves, scalars, slot):
     return types
 
 
-def _run_entries(entries, env, packed=None, joins=frozenset()):
+def _run_entries(entries, env, packed=None, joins=(frozenset(), {})):
     """Lower program entries (and re-rolled runs: reroll.Run) in order into `env` (a slot
     list, or a dict for a branch).  packed: (slot -> (pack, position), the packs) of the host
-    scalars, from which a run gathers its per-segment scalars in one op; joins: the
-    concatenations' output slots (reroll.join takes a run's outputs from their stack)."""
+    scalars, from which a run gathers its per-segment scalars in one op; joins: (the
+    concatenations' output slots — reroll.join takes a run's outputs from their stack —,
+    slot -> (input slot, starts, limits, strides) of the slices)."""
     stacks = {}
+    joins, tiles = joins
     for e in entries:
         if type(e) is reroll.Run:
-            reroll.run(e, env, stacks, packed)
+            reroll.run(e, env, stacks, packed, tiles)
             continue
         if stacks and e[3] in joins:
             reroll.join(e, env, stacks)

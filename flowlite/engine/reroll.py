@@ -33,8 +33,8 @@ _state = {"on": os.environ.get("FLOWLITE_REROLL", "1").strip().lower() not in ("
 
 # Shorter runs stay unrolled: a scan costs a loop and stacked copies of its inputs, and a few
 # small segments compile quickly anyway (thresholds measured: bench/RESULTS.md, re-rolling).
-MIN_ENTRIES = 64        # entries a run covers
-MIN_PERIOD = 4          # entries per segment
+MIN_ENTRIES = 64        # entries a run covers (a segment shorter than 4 counts as 4)
+MIN_PERIOD = 1          # entries per segment (a column: one op per time step)
 MIN_REPS = 10           # segments: nanoGPT's 4 layers (3.8 s vs 2.7) and a GPT's 8 (3.7 vs
 #                         3.3) compile slower as loops, 12 faster (3.2 vs 5.4): bench/compile_depth.py
 UPGRADE_AFTER = 20      # runs of a re-rolled program before its unrolled form replaces it
@@ -163,7 +163,7 @@ def _find_runs(entries, tokens, types, pinned, joins=frozenset()):
         edges = np.flatnonzero(np.diff(eq))
         for a, b in zip(edges[0::2], edges[1::2]):
             reps = (b - a + p) // p
-            if reps >= MIN_REPS and reps * p >= MIN_ENTRIES:
+            if reps >= MIN_REPS and reps * max(p, 4) >= MIN_ENTRIES:
                 cands.append((reps * p, int(a), p, int(b - a + p)))
     cands.sort(key=lambda c: (-c[0], c[2]))
     producer = {e[3]: k for k, e in enumerate(entries)}
@@ -181,13 +181,22 @@ def _find_runs(entries, tokens, types, pinned, joins=frozenset()):
             if not len(free):
                 continue
             a, length = _longest_free(a, free)
-            if length < max(MIN_REPS * p, MIN_ENTRIES):
+            if length < MIN_REPS * p or length * max(p, 4) < MIN_ENTRIES * p:
                 continue
         run = _fit(entries, a, p, length, producer, users, types, pinned, joins)
         if run is not None:
             taken[run.start:run.start + run.period * run.reps] = True
             runs.append(run)
-    return [r for r in runs if _worth_it(r, taken, users, pinned, entries, joins)]
+    runs = [r for r in runs if _worth_it(r, taken, users, pinned, entries, joins)]
+    rolled = np.zeros(n, dtype=bool)
+    for r in runs:
+        rolled[r.start:r.start + r.period * r.reps] = True
+    for r in runs:
+        # outputs only other loops or concatenations read: no per-segment slice
+        end = r.start + r.period * r.reps
+        r.lazy = frozenset(s for _, slots in r.ys for s in slots if s not in pinned and all(
+            u >= end and (rolled[u] or entries[u][3] in joins) for u in users.get(s, ())))
+    return runs
 
 
 def _worth_it(r, rolled, users, pinned, entries, joins):
@@ -254,9 +263,8 @@ def _fit(entries, a, p, length, producer, users, types, pinned, joins=frozenset(
         if wires is None:
             continue
         good, tmpl, seg0 = wires
-        if not any(kind == "carry" for row in tmpl for kind, _ in row):
-            continue        # independent segments: XLA already shares their kernels
-        if good >= MIN_REPS and good * p >= MIN_ENTRIES and (best is None or good > best[0]):
+        if good >= MIN_REPS and good * max(p, 4) >= MIN_ENTRIES and \
+                (best is None or good > best[0]):
             best = (good, a + shift, tmpl, seg0)
     if best is None:
         return None
@@ -359,15 +367,17 @@ def _strong(v):
     return jax.tree_util.tree_map(lambda a: jax.lax.convert_element_type(a, a.dtype), v)
 
 
-def run(r, env, stacks, packed=None):
+def run(r, env, stacks, packed=None, tiles=None):
     """Lower Run `r`: read its inputs from `env` (a slot list or dict), write each segment's
     outputs back.  `stacks` maps an output slot to (stacked array, index) for the runs
     lowered so far, so a stacked input that is a whole earlier output is passed as is.
-    packed: (slot -> (pack, position), packs) of the host scalars."""
+    packed: (slot -> (pack, position), packs) of the host scalars; tiles: slot -> (input
+    slot, starts, limits, strides) of slices (a stacked input cut from one array is one
+    block of it)."""
     reps = r.reps
-    reuse = []      # per stacked input: (array, reversed) or None
+    reuse = []      # per stacked input: (block of an earlier stack, reversed) or None
     for slots in r.xs:
-        reuse.append(_whole(slots, stacks, reps))
+        reuse.append(_whole(slots, stacks))
     backwards = sum(1 for u in reuse if u is not None and u[1]) > \
         sum(1 for u in reuse if u is not None and not u[1])
     order = (lambda sl: sl[::-1]) if backwards else (lambda sl: sl)
@@ -388,13 +398,14 @@ def run(r, env, stacks, packed=None):
     for n, (slots, u) in enumerate(zip(r.xs, reuse)):
         if xs[n] is not None:
             continue
-        if u is not None and u[1] == backwards:
-            xs[n] = u[0]
+        if u is not None:
+            xs[n] = u[0] if u[1] == backwards else jnp.flip(u[0], 0)
+        elif tiles and (t := _tiled(order(slots), tiles, env, stacks)) is not None:
+            xs[n] = t
         else:
-            vals = [env[s] for s in order(slots)]
-            xs[n] = jax.tree_util.tree_map(lambda *a: jnp.stack(a), *vals)
-    consts = [env[s] for s in r.consts]
-    init = tuple(_strong(env[s]) for s in r.carry_init)
+            xs[n] = _pieces(order(slots), env, stacks)
+    consts = [_get(env, s, stacks) for s in r.consts]
+    init = tuple(_strong(_get(env, s, stacks)) for s in r.carry_init)
     body, carry_src, y_src = r.body, r.carry_src, tuple(k for k, _ in r.ys)
 
     def step(carry, x):
@@ -409,7 +420,16 @@ def run(r, env, stacks, packed=None):
         return (tuple(_strong(local[k]) for k in carry_src),
                 tuple(local[k] for k in y_src))
 
-    _, ys = jax.lax.scan(step, init, tuple(xs), length=reps, reverse=backwards)
+    ys = None
+    if not carry_src:
+        # independent segments (a layer's per-step gradient pieces): one batched op each
+        # instead of a loop — no loop, no zero-filled outputs
+        try:
+            ys = jax.vmap(lambda x: step((), x)[1])(tuple(xs))
+        except Exception:       # a lowering without a batching rule: loop over it
+            ys = None
+    if ys is None:
+        _, ys = jax.lax.scan(step, init, tuple(xs), length=reps, reverse=backwards)
     # each segment's slice of a stacked output, at an index XLA cannot see: one kernel per
     # shape serves every segment (a static slice per segment would compile one kernel each)
     index = jax.lax.optimization_barrier(jnp.arange(reps, dtype=jnp.int32))
@@ -475,10 +495,95 @@ def _read(env, s):
     return env.get(s) if isinstance(env, dict) else env[s]
 
 
-def _whole(slots, stacks, reps):
-    """(array, reversed) when `slots` are all of one stacked output, in order or reversed."""
-    first = stacks.get(slots[0])
+def _get(env, s, stacks):
+    """The value of slot `s`: from `env`, or its segment of a stack (a lazy output)."""
+    v = _read(env, s)
+    if v is None and s in stacks:
+        y, idx = stacks[s]
+        v = jax.tree_util.tree_map(lambda a: a[idx], y)
+    return v
+
+
+def _pieces(slots, env, stacks):
+    """The stack of `slots`: runs of consecutive segments of one earlier stack as blocks of it
+    (the first layer's value, unrolled, then the other layers' from a loop), the rest one by
+    one."""
+    vals = [_read(env, s) for s in slots]
+    if all(v is not None for v in vals) and not any(s in stacks for s in slots):
+        return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *vals)
+    parts = []
+    i = 0
+    while i < len(slots):
+        j = i + 1
+        st = stacks.get(slots[i])
+        if st is not None and hasattr(st[0], "shape"):
+            step = None
+            while j < len(slots):
+                nxt = stacks.get(slots[j])
+                if nxt is None or nxt[0] is not st[0]:
+                    break
+                d = nxt[1] - stacks[slots[j - 1]][1]
+                if d not in (1, -1) or (step is not None and d != step):
+                    break
+                step = d
+                j += 1
+        if j - i >= 2:
+            block, rev = _whole(slots[i:j], stacks)
+            parts.append(jnp.flip(block, 0) if rev else block)
+        else:
+            v = _get(env, slots[i], stacks)
+            parts.append(jax.tree_util.tree_map(lambda a: a[None], v))
+        i = j
+    if len(parts) == 1:
+        return parts[0]
+    return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a, 0), *parts)
+
+
+def _tiled(slots, tiles, env, stacks):
+    """The stack of `slots` when they are slices of one array tiling one axis in order (a
+    time step's x[:, t]), taken from that array as one block; else None."""
+    first = tiles.get(slots[0])
     if first is None:
+        return None
+    src, lo, hi, st = first
+    if any(k != 1 for k in st):
+        return None
+    axes = None
+    size = None
+    for j, s in enumerate(slots):
+        t = tiles.get(s)
+        if t is None or t[0] != src or t[3] != st:
+            return None
+        diff = [a - b for a, b in zip(t[1], lo)]
+        if any(t[2][d] - t[1][d] != hi[d] - lo[d] for d in range(len(lo))):
+            return None
+        moved = [d for d, v in enumerate(diff) if v]
+        if j == 0:
+            continue
+        if len(moved) != 1 or (axes is not None and moved[0] != axes):
+            return None
+        axes = moved[0]
+        size = hi[axes] - lo[axes]
+        if diff[axes] != j * size:
+            return None
+    if axes is None:
+        return None
+    x = _get(env, src, stacks)
+    if x is None or not hasattr(x, "shape"):
+        return None
+    n = len(slots)
+    block = jax.lax.slice(x, tuple(lo), tuple(h if d != axes else lo[d] + n * size
+                                               for d, h in enumerate(hi)))
+    shape = list(block.shape)
+    shape[axes:axes + 1] = [n, size]
+    return jnp.moveaxis(block.reshape(shape), axes, 0)
+
+
+def _whole(slots, stacks):
+    """(block, reversed) when `slots` are consecutive segments of one stacked output, in
+    order or reversed: the block of the stack holding them (no per-segment copy)."""
+    first = stacks.get(slots[0])
+    if first is None or not hasattr(first[0], "shape"):
         return None
     arr = first[0]
     got = []
@@ -487,12 +592,13 @@ def _whole(slots, stacks, reps):
         if st is None or st[0] is not arr:
             return None
         got.append(st[1])
-    if not isinstance(arr, jax.Array) and not hasattr(arr, "shape"):
+    lo, hi = min(got), max(got)
+    if got == list(range(lo, hi + 1)):
+        rev = False
+    elif got == list(range(hi, lo - 1, -1)):
+        rev = True
+    else:
         return None
-    if arr.shape[0] != reps:
-        return None
-    if got == list(range(reps)):
-        return arr, False
-    if got == list(range(reps - 1, -1, -1)):
-        return arr, True
-    return None
+    block = arr if (lo, hi + 1) == (0, arr.shape[0]) else \
+        jax.lax.slice_in_dim(arr, lo, hi + 1, axis=0)
+    return block, rev
