@@ -183,7 +183,7 @@ def _find_runs(entries, tokens, types, pinned, joins=frozenset()):
             a, length = _longest_free(a, free)
             if length < MIN_REPS * p or length * max(p, 4) < MIN_ENTRIES * p:
                 continue
-        run = _fit(entries, a, p, length, producer, users, types, pinned, joins)
+        run = _fit(entries, a, p, length, producer, users, types, pinned)
         if run is not None:
             taken[run.start:run.start + run.period * run.reps] = True
             runs.append(run)
@@ -249,7 +249,7 @@ def _ref(x, q, lo, k, p, j):
     return ("ext", x)
 
 
-def _fit(entries, a, p, length, producer, users, types, pinned, joins=frozenset()):
+def _fit(entries, a, p, length, producer, users, types, pinned):
     """The Run of the most wiring-consistent segments in the periodic stretch of `length`
     entries from `a`, over the rotations of the segment boundary (a layer's first op may
     read what the embedding made in another shape than what the layer before makes), or
@@ -269,7 +269,7 @@ def _fit(entries, a, p, length, producer, users, types, pinned, joins=frozenset(
     if best is None:
         return None
     good, start, tmpl, seg0 = best
-    return _build(entries, start, p, good, tmpl, seg0, users, types, pinned, joins)
+    return _build(entries, start, p, good, tmpl, seg0, users, types, pinned)
 
 
 def _wiring(entries, start, p, count, producer, types):
@@ -314,7 +314,7 @@ def _wiring(entries, start, p, count, producer, types):
     return good, tmpl, seg0
 
 
-def _build(entries, start, p, reps, tmpl, seg0, users, types, pinned, joins=frozenset()):
+def _build(entries, start, p, reps, tmpl, seg0, users, types, pinned):
     end = start + p * reps
     # every segment's slot of each (entry, input) that reads from outside the run
     ext_slots = {}
@@ -357,8 +357,7 @@ def _build(entries, start, p, reps, tmpl, seg0, users, types, pinned, joins=froz
     run.xs = tuple(xs_key)
     run.consts = tuple(const_key)
     run.ys = tuple(ys)
-    run.lazy = frozenset(s for _, slots in ys for s in slots if s not in pinned and all(
-        u >= end and entries[u][3] in joins for u in users.get(s, ())))
+    run.lazy = frozenset()       # set by _find_runs once the runs are chosen
     return run
 
 
@@ -453,42 +452,45 @@ def join(entry, env, stacks):
     _lower, attrs, ins, out, dt, _brk = entry
     axis = attrs[0]
     pieces = []
-    i = 0
-    while i < len(ins):
-        st = stacks.get(ins[i])
-        if st is not None and hasattr(st[0], "shape"):
-            y, first = st
-            j, step = i + 1, None
-            while j < len(ins):
-                nxt = stacks.get(ins[j])
-                if nxt is None or nxt[0] is not y:
-                    break
-                d = nxt[1] - stacks[ins[j - 1]][1]
-                if step is None and d in (1, -1):
-                    step = d
-                if d != step:
-                    break
-                j += 1
-            if j - i >= 2:
-                last = stacks[ins[j - 1]][1]
-                block = y[first:last + 1] if step == 1 else jnp.flip(y[last:first + 1], 0)
-                n = j - i
-                block = jnp.moveaxis(block, 0, axis)
-                shape = list(block.shape)
-                shape[axis:axis + 2] = [n * shape[axis + 1]]
-                pieces.append(block.reshape(shape))
-                i = j
-                continue
-        v = _read(env, ins[i])
-        if v is None:
-            y, idx = stacks[ins[i]]
-            v = y[idx]
-        pieces.append(v)
-        i += 1
+    for i, j, block in _segment_blocks(ins, stacks):
+        if block is None:
+            pieces.append(_get(env, ins[i], stacks))
+            continue
+        block = jnp.moveaxis(block, 0, axis)
+        shape = list(block.shape)
+        shape[axis:axis + 2] = [(j - i) * shape[axis + 1]]
+        pieces.append(block.reshape(shape))
     v = pieces[0] if len(pieces) == 1 else jnp.concatenate(pieces, axis=axis)
     if dt is not None and v.dtype != dt:
         v = v.astype(dt)
     env[out] = v
+
+
+def _segment_blocks(slots, stacks):
+    """(i, j, block) over `slots`: slots[i:j] consecutive segments (either direction) of one
+    stacked output as the block of it holding them, in slot order; (i, i + 1, None) for a
+    slot that is not."""
+    i = 0
+    while i < len(slots):
+        j = i + 1
+        st = stacks.get(slots[i])
+        if st is not None and hasattr(st[0], "shape"):
+            step = None
+            while j < len(slots):
+                nxt = stacks.get(slots[j])
+                if nxt is None or nxt[0] is not st[0]:
+                    break
+                d = nxt[1] - stacks[slots[j - 1]][1]
+                if d not in (1, -1) or (step is not None and d != step):
+                    break
+                step = d
+                j += 1
+        if j - i >= 2:
+            block, rev = _whole(slots[i:j], stacks)
+            yield i, j, jnp.flip(block, 0) if rev else block
+        else:
+            yield i, j, None
+        i = j
 
 
 def _read(env, s):
@@ -511,29 +513,9 @@ def _pieces(slots, env, stacks):
     vals = [_read(env, s) for s in slots]
     if all(v is not None for v in vals) and not any(s in stacks for s in slots):
         return jax.tree_util.tree_map(lambda *a: jnp.stack(a), *vals)
-    parts = []
-    i = 0
-    while i < len(slots):
-        j = i + 1
-        st = stacks.get(slots[i])
-        if st is not None and hasattr(st[0], "shape"):
-            step = None
-            while j < len(slots):
-                nxt = stacks.get(slots[j])
-                if nxt is None or nxt[0] is not st[0]:
-                    break
-                d = nxt[1] - stacks[slots[j - 1]][1]
-                if d not in (1, -1) or (step is not None and d != step):
-                    break
-                step = d
-                j += 1
-        if j - i >= 2:
-            block, rev = _whole(slots[i:j], stacks)
-            parts.append(jnp.flip(block, 0) if rev else block)
-        else:
-            v = _get(env, slots[i], stacks)
-            parts.append(jax.tree_util.tree_map(lambda a: a[None], v))
-        i = j
+    parts = [block if block is not None else
+             jax.tree_util.tree_map(lambda a: a[None], _get(env, slots[i], stacks))
+             for i, _j, block in _segment_blocks(slots, stacks)]
     if len(parts) == 1:
         return parts[0]
     return jax.tree_util.tree_map(lambda *a: jnp.concatenate(a, 0), *parts)
