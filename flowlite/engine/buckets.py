@@ -97,7 +97,7 @@ def _erase(x, ints):
     if t is int or isinstance(x, np.integer):
         ints.append(int(x))
         return _INT
-    if t is tuple:
+    if t is tuple or isinstance(x, tuple) and not hasattr(x, "_fields"):   # (Size too)
         return tuple(_erase(e, ints) for e in x)
     return x
 
@@ -401,12 +401,9 @@ def rule_einsum(ctx, op, a, shape, ins, vals):
 
 
 def rule_reshape(ctx, op, a, shape, ins, vals):
-    # lengths must map one to one, with equal static products between them
     xs, ys = ins[0], a[0]
     sx = [d for d in xs if isinstance(d, Sym)]
     sy = [d for d in ys if isinstance(d, Sym)]
-    if sx != sy:
-        raise Unsupported("reshape merging or splitting a padded length")
 
     def segments(shp):
         seg, p = [], 1
@@ -417,9 +414,37 @@ def rule_reshape(ctx, op, a, shape, ins, vals):
             else:
                 p *= d
         return seg + [p]
-    if segments(xs) != segments(ys):
-        raise Unsupported("reshape moving elements across a padded length")
-    return jnp.reshape(vals[0], ctx.phys(ys))
+    if sx == sy and segments(xs) == segments(ys):
+        # lengths map one to one with equal static products between them: a plain reshape
+        return jnp.reshape(vals[0], ctx.phys(ys))
+    return _regather(ctx, vals[0], xs, ys)
+
+
+def _regather(ctx, x, xs, ys):
+    """A reshape that merges or splits a padded length ((B, T, V) -> (B*T, V)): the valid
+    elements are gathered to the leading region of the result, in the logical (row-major)
+    order, so every rule downstream sees a padded array as usual."""
+    out_shape = ctx.phys(ys)
+    inner = 1       # the trailing static dims both shapes share move as whole rows
+    while xs and ys and not isinstance(xs[-1], Sym) and xs[-1] == ys[-1]:
+        inner *= xs[-1]
+        xs, ys = xs[:-1], ys[:-1]
+    px, py = ctx.phys(xs), ctx.phys(ys)
+    rows = x.reshape((int(np.prod(px, dtype=np.int64)), inner))
+    rem = jnp.arange(int(np.prod(py, dtype=np.int64)), dtype=jnp.int32)
+    # each result row's logical row-major position, and whether it is a real one
+    ok, pos, mult = True, 0, 1
+    for d, p in zip(reversed(ys), reversed(py)):
+        o, rem = rem % p, rem // p
+        n = ctx.val(d)
+        ok = ok & (o < n)
+        pos, mult = pos + o * mult, mult * n
+    # that position's row in the padded input
+    src, mult = 0, 1
+    for d, p in zip(reversed(xs), reversed(px)):
+        n = ctx.val(d)
+        src, pos, mult = src + (pos % n) * mult, pos // n, mult * p
+    return jnp.take(rows, jnp.where(ok, src, 0), axis=0).reshape(out_shape)
 
 
 def rule_broadcast_to(ctx, op, a, shape, ins, vals):

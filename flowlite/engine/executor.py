@@ -404,7 +404,7 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
         if device.type == "mesh":   # the sharding of every input is part of the key
             key += tuple(leaf.value.sharding for leaf in leaves)
         st = _cache.get(key)
-        if st is None and not defer and buckets._state["on"] and device.type != "mesh" and \
+        if st is None and buckets._state["on"] and device.type != "mesh" and \
                 not observers and not rt.flags["eager"] and \
                 _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
             return
@@ -560,9 +560,6 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
     """Run the graph with the executable of its length family's bucket (buckets.py), compiling
     that once per bucket; False when the graph is not (yet) one of a family, or a primitive
     of it has no padding rule: the caller compiles it exactly."""
-    for r in roots:
-        if _replaced_input(r) is not None:      # an in-place update (an optimizer step)
-            return False
     fam = buckets.family_of(order, leaves, scalars, roots, checks, device)
     if fam is None:
         return False
@@ -574,7 +571,9 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
     hits0 = metrics.persistent_hits()
     try:
         ran = buckets.prepare(tpl, s, nodes, key[2], key[3], device)
-    except buckets.Unsupported:
+    except buckets.Unsupported as e:
+        import os
+        if os.environ.get("FLDBG"): print("UNSUPPORTED", e)
         tpl.bad = True
         return False
     if ran is None:

@@ -7,15 +7,17 @@ program stored in the node's attributes.  Tensors the body reads from outside
 reverse: each step replays the body program on the saved carry and applies
 flowlite's own tape to it.
 
-Layer: frontend — imports backward, engine.ir, engine.runtime, engine.tape, ops, primitives,
-tensor.
+Layer: frontend — imports backward, engine.buckets, engine.ir, engine.runtime, engine.tape, ops,
+primitives, tensor.
 """
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 from jax import lax
 
-from ..engine import ir
+from ..engine import buckets as B, ir
+from ..engine.buckets import Sym
 from ..engine.ir import Node, Prim
 from ..engine.runtime import KeyStream, rt
 from ..engine.tape import GradFn, enable_grad, is_grad_enabled
@@ -184,11 +186,15 @@ def _program(outputs, arg_nodes, n_args):
     return tuple(instrs), tuple(ref(r) for r in outs), consts
 
 
-def _lower_scan(attrs, *xs):
+def _lower_scan(attrs, *xs, valid=None):
+    """lax.scan of the body program; with `valid` (a traced step count, buckets' padded
+    length) the steps from `valid` on leave the carry as it is."""
     program, out_refs, nc, nx, nk, length, reverse = attrs
     init, seqs, consts = xs[:nc], xs[nc:nc + nx], xs[nc + nx:]
 
     def body(carry, x):
+        if valid is not None:
+            x, t = x
         env = list(carry) + list(x) + list(consts)
         for prim, a, ins, shape, dt in program:
             v = prim.lower(a, *[env[i] for i in ins])
@@ -197,11 +203,34 @@ def _lower_scan(attrs, *xs):
             env.append(v)
         outs = [env[i] for i in out_refs]
         new_carry = tuple(outs[:nc])
+        if valid is not None:
+            new_carry = tuple(jnp.where(t < valid, n, c) for n, c in zip(new_carry, carry))
         return new_carry, (tuple(outs[nc:]), tuple(carry))
 
-    final, (ys, carries) = lax.scan(body, tuple(init), tuple(seqs), length=length,
-                                    reverse=reverse)
+    seqs = tuple(seqs)
+    if valid is not None:
+        seqs = (seqs, jnp.arange(length, dtype=jnp.int32))
+    final, (ys, carries) = lax.scan(body, tuple(init), seqs, length=length, reverse=reverse)
     return tuple(final) + tuple(ys) + tuple(carries)
+
+
+def _bucket_scan(ctx, op, a, shape, ins, vals):
+    """A scan over a padded length (an RNN over a batch's time steps): the padding steps
+    come last and leave the carry unchanged, so the final state, the stacked outputs of
+    the real steps and the reverse (backward) scan's accumulated gradients are exact."""
+    program, out_refs, nc, nx, nk, length, reverse = a
+    if not isinstance(length, Sym):
+        if B._syms(a) or any(B._syms(s) for s in ins):
+            raise B.Unsupported("scan with a padded carry or weight")
+        return _lower_scan(a, *vals)
+    for j, s in enumerate(ins):
+        if (nc <= j < nc + nx and (s[0] != length or B._syms(s[1:]))) or \
+                (not nc <= j < nc + nx and B._syms(s)):
+            raise B.Unsupported("scan whose carry or weights have the padded length")
+    if B._syms((program, out_refs)):
+        raise B.Unsupported("scan whose body depends on the padded length")
+    return _lower_scan((program, out_refs, nc, nx, nk, length.phys(ctx.S), reverse), *vals,
+                       valid=ctx.val(length))
 
 
 def replay(program, out_refs, args):
@@ -296,7 +325,7 @@ def _out_dtype(out, j):
     return out._node.dtype[j]
 
 
-scan_p = Prim("scan", _lower_scan, _scan_vjp, multi=True)
+scan_p = Prim("scan", _lower_scan, _scan_vjp, multi=True, bucket=_bucket_scan)
 
 
 def scan(fn, init, xs=None, length=None, reverse=False):

@@ -138,7 +138,8 @@ def _tuple_get_vjp(a, i, o, g):
     return (ct,)
 
 
-tuple_get_p = prim("tuple_get", lambda a, t: t[a[0]], _tuple_get_vjp)
+tuple_get_p = prim("tuple_get", lambda a, t: t[a[0]], _tuple_get_vjp,
+                   bucket=lambda ctx, op, a, shape, ins, vals: vals[0][a[0]])
 
 
 stop_gradient_p = pointwise_nondiff("stop_gradient", lambda a, x: lax.stop_gradient(x))

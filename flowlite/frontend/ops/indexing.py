@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 
+import jax.numpy as jnp
 import numpy as np
 
 from ...engine.errors import ArgumentError, DTypeError, IndexRangeError, IndexShapeError
@@ -64,12 +65,26 @@ def _index_set_vjp(a, i, o, g):
     return (gx, _st(_index(g, a[0], idx), v)) + (None,) * len(idx)
 
 
+def _scatter_bucket(ctx, op, a, shape, ins, vals):
+    """A write into an unpadded tensor through index tensors that have the padded length
+    (an embedding's gradient): the padding's indices point past the end, and XLA's scatter
+    drops them."""
+    if B._syms(ins[0]) or B._syms(a):
+        raise B.Unsupported(op.name + " into a padded tensor")
+    x, v, *t = vals
+    for j, (s, ti) in enumerate(zip(ins[2:], t)):
+        m = ctx.valid(s)
+        if m is not None:
+            t[j] = jnp.where(m, ti, jnp.iinfo(ti.dtype).max if ti.dtype != bool else False)
+    return op.lower(a, x, v, *t)
+
+
 index_add_p = prim("index_add", lambda a, x, v, *t: x.at[_build_index(a[0], t)].add(v),
-                   _index_add_vjp)
+                   _index_add_vjp, bucket=_scatter_bucket)
 
 
 index_set_p = prim("index_set", lambda a, x, v, *t: x.at[_build_index(a[0], t)].set(v),
-                   _index_set_vjp)
+                   _index_set_vjp, bucket=_scatter_bucket)
 
 
 

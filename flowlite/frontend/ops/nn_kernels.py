@@ -133,11 +133,26 @@ layer_norm_p = prim("layer_norm", _layer_norm_lower, _layer_norm_vjp,
                     bucket=B.rule_last_static(lambda a: a[0]))
 
 
+def _nll_bucket(ctx, op, a, shape, ins, vals):
+    """Targets in the padding are ignored (ignore_index), so a mean divides by the real
+    count and the padding gets no gradient; the class dim can't be padded."""
+    logp_shape = ins[0] if op is nll_p else a[2]
+    if B._syms(a[:2]) or isinstance(logp_shape[1], B.Sym):
+        raise B.Unsupported(op.name + " over a padded class dim")
+    g, t = vals
+    m = ctx.valid(ins[1])
+    if m is not None:
+        t = jnp.where(m, t, jnp.asarray(a[0], t.dtype))
+    if op is nll_p:
+        return op.lower(a, g, t)
+    return op.lower(a[:2] + (ctx.phys(a[2]),), g, t)
+
+
 # negative log-likelihood of integer class targets (class dim 1), PyTorch's ignore_index
-nll_p = prim("nll", _nll_lower, _nll_vjp)
+nll_p = prim("nll", _nll_lower, _nll_vjp, bucket=_nll_bucket)
 
 
-nll_t_p = prim("nll_t", _nll_t_lower, _nll_t_vjp)
+nll_t_p = prim("nll_t", _nll_t_lower, _nll_t_vjp, bucket=_nll_bucket)
 
 
 def _conv(a, x, w, *b):

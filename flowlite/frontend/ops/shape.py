@@ -146,8 +146,22 @@ def _pad_vjp(a, i, o, g):
     return (_slice_prim(g, starts, stops, steps),)
 
 
-pad_p = prim("pad", lambda a, x: lax.pad(x, jnp.asarray(a[3], x.dtype),
-                                       tuple(zip(a[0], a[1], a[2]))), _pad_vjp)
+def _pad_lower(a, x):
+    return lax.pad(x, jnp.asarray(a[3], x.dtype), tuple(zip(a[0], a[1], a[2])))
+
+
+def _pad_bucket(ctx, op, a, shape, ins, vals):
+    """Padding along a padded length: its padding is filled with the value first, so the
+    logical high edge (lo + n .. lo + n + hi) reads the value; sizes must be static."""
+    lo, hi, interior, value = a
+    xs = ins[0]
+    if B._syms(a) or any(isinstance(d, B.Sym) and (l < 0 or h < 0 or k)
+                         for d, l, h, k in zip(xs, lo, hi, interior)):
+        raise B.Unsupported("pad of a padded length by a size that follows it, or a crop")
+    return _pad_lower(a, B._fill(vals[0], ctx, xs, None, value))
+
+
+pad_p = prim("pad", _pad_lower, _pad_vjp, bucket=_pad_bucket)
 
 
 def _concat_vjp(a, i, o, g):
