@@ -96,6 +96,29 @@ def init_state(model, seed):
             for k, v in model.state_dict().items()}
 
 
+def run(torch, kind, steps, seed=0):
+    """Train `kind` for `steps` batches with the module `torch` (PyTorch or flowlite):
+    (losses, seconds per step, total seconds)."""
+    torch.manual_seed(0)
+    model = build(torch, kind)
+    model.load_state_dict({k: torch.tensor(v) for k, v in init_state(model, seed).items()})
+    if kind == "mlp":
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    else:
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    losses, times = [], []
+    t_all = time.perf_counter()
+    for b in batches(kind, steps, seed):
+        t0 = time.perf_counter()
+        loss = model(*[torch.tensor(v) for v in b])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        times.append(time.perf_counter() - t0)
+    return losses, times, time.perf_counter() - t_all
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("kind", choices=("lstm", "encoder", "mlp"))
@@ -105,30 +128,10 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.backend == "torch":
         import torch
-        torch.set_num_threads(max(1, torch.get_num_threads()))
     else:
         import flowlite as torch
-    torch.manual_seed(0)
-    model = build(torch, a.kind)
-    model.load_state_dict({k: torch.tensor(v) for k, v in init_state(model, a.seed).items()})
-    if a.kind == "mlp":
-        opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    else:
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    data = batches(a.kind, a.steps, a.seed)
-    losses, times = [], []
-    t_all = time.perf_counter()
-    for b in data:
-        t0 = time.perf_counter()
-        args = [torch.tensor(v) for v in b]
-        loss = model(*args)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        times.append(time.perf_counter() - t0)
-    total = time.perf_counter() - t_all
-    res = {"kind": a.kind, "backend": a.backend, "steps": len(data), "total_s": total,
+    losses, times, total = run(torch, a.kind, a.steps, a.seed)
+    res = {"kind": a.kind, "backend": a.backend, "steps": len(times), "total_s": total,
            "losses": losses, "step_s": times}
     if a.backend == "flowlite":
         c = torch.metrics.counters()

@@ -58,7 +58,9 @@ def buckets_enabled() -> bool:
 
 
 class Unsupported(Exception):
-    """A primitive of the graph has no padding rule for how it uses the length."""
+    """A primitive of the graph has no padding rule for how it uses the length; `node`: the
+    graph's node that has it (its `site` is the user's line when sites are tracked)."""
+    node = None
 
 
 class _Cap(Exception):
@@ -372,6 +374,30 @@ def rule_matmul(ctx, op, a, shape, ins, vals):
     return op.lower(a, x, y)
 
 
+def rule_batch(n_batched, window=False, shape_attr=None):
+    """An op whose operands' dim 0 is an independent batch (convolutions, pooling and their
+    gradients): padded along dim 0 only, it runs as is (padding rows stay in padding
+    rows); when the result has no padded dim (a weight's gradient sums over the batch) the
+    operands' padding is zeroed first.  `window`: attrs (kind, dims, strides, padding) must
+    leave dim 0 alone; `shape_attr`: the attribute holding a padded operand's shape."""
+    def only_dim0(s):
+        return not _syms(tuple(s)[1:])
+
+    def rule(ctx, op, a, shape, ins, vals):
+        if shape_attr is not None and only_dim0(a[shape_attr]):
+            a = a[:shape_attr] + (ctx.phys(a[shape_attr]),) + a[shape_attr + 1:]
+        if _syms(a) or (window and (a[1][0] != 1 or a[2][0] != 1 or
+                                    tuple(a[3][0]) != (0, 0))):
+            raise Unsupported(op.name + " with a padded window or size")
+        if not _syms(shape):
+            vals = [_fill(v, ctx, s, None, 0) for v, s in zip(vals, ins)]
+        elif not only_dim0(shape) or not all(only_dim0(s) for s in ins[:n_batched]) or \
+                any(_syms(s) for s in ins[n_batched:]):
+            raise Unsupported(op.name + " over a padded dim other than the batch")
+        return op.lower(a, *vals)
+    return rule
+
+
 def _einsum_letters(spec, ndims):
     lhs, out = spec.split("->")
     subs = lhs.split(",")
@@ -676,7 +702,9 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs):
         if anysym:
             rule = op.bucket or (rule_elementwise if op.elementwise else None)
             if rule is None:
-                raise Unsupported(op.name)
+                e = Unsupported(f"{op.name} (no padding rule)")
+                e.node = nodes[j]
+                raise e
         program.append((op, attrs, shape, in_shapes, rule, ins, j,
                         None if op.multi else dt.np))
 
@@ -685,8 +713,12 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs):
         ctx = _Ctx(S, flat[-1])
         for op, attrs, shape, in_shapes, rule, ins, j, dt in program:
             args = [env[i] for i in ins]
-            v = op.lower(attrs, *args) if rule is None else \
-                rule(ctx, op, attrs, shape, in_shapes, args)
+            try:
+                v = op.lower(attrs, *args) if rule is None else \
+                    rule(ctx, op, attrs, shape, in_shapes, args)
+            except Unsupported as e:
+                e.node = nodes[j]
+                raise
             if dt is not None and v.dtype != dt:
                 v = v.astype(dt)
             env[j] = v

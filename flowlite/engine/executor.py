@@ -572,8 +572,8 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
     try:
         ran = buckets.prepare(tpl, s, nodes, key[2], key[3], device)
     except buckets.Unsupported as e:
-        import os
-        if os.environ.get("FLDBG"): print("UNSUPPORTED", e)
+        site = getattr(e.node, "site", None)
+        metrics.note_bucket_miss(str(e) + (f" at {site}" if site else ""), cause)
         tpl.bad = True
         return False
     if ran is None:

@@ -19,6 +19,7 @@ _C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_c
       "rerolled_runs": 0, "rerolled_segments": 0, "rerolled_upgrades": 0,
       "trace_s": 0.0, "sync_s": 0.0, "compile_s": 0.0, "execute_s": 0.0}
 _sync_causes: collections.Counter = collections.Counter()
+_bucket_misses: dict = {}   # (why a length family could not be bucketed, its sync's cause) -> n
 _compile_log: list = []
 
 
@@ -31,6 +32,7 @@ def reset() -> None:
     for k in _C:
         _C[k] = 0.0 if k.endswith("_s") else 0
     _sync_causes.clear()
+    _bucket_misses.clear()
     _compile_log.clear()
     _timing.last_end = None
     for hook in rt.on_reset:
@@ -124,6 +126,15 @@ def note_compile(seconds: float, n_nodes: int, n_inputs: int, n_outputs: int, ca
 last_sync = [0.0, 0.0, 0.0, 0]   # start, executable ready, dispatched, nodes: of the last sync
 
 
+def note_bucket_miss(why: str, cause: str) -> None:
+    """A family of graphs that differ in one length compiles per length: `why` names the op
+    (and its line) that has no padding rule for how it uses the length."""
+    key = (why, cause)
+    _bucket_misses[key] = _bucket_misses.get(key, 0) + 1
+    if len(_bucket_misses) > 64:
+        del _bucket_misses[next(iter(_bucket_misses))]
+
+
 def note_execution(t0: float, t1: float, t2: float) -> None:
     """t0: sync start, t1: executable ready, t2: dispatched.  Host time between
     the previous execution and this sync counts as tracing (recording ops)."""
@@ -162,6 +173,10 @@ def report() -> str:
                      f"loops ({c['rerolled_segments']} segments; FLOWLITE_REROLL=0 turns it off); "
                      f"{c['rerolled_upgrades']} replaced by their unrolled form after "
                      f"their first runs")
+    if _bucket_misses:
+        lines.append("  length families compiled per length (an op without a padding rule):")
+        for (why, cause), n in _bucket_misses.items():
+            lines.append(f"    {why}  ({cause})")
     if _sync_causes:
         lines.append("  syncs by cause:")
         for cause, n in _sync_causes.most_common():

@@ -187,14 +187,13 @@ def _program(outputs, arg_nodes, n_args):
 
 
 def _lower_scan(attrs, *xs, valid=None):
-    """lax.scan of the body program; with `valid` (a traced step count, buckets' padded
-    length) the steps from `valid` on leave the carry as it is."""
+    """lax.scan of the body program; with `valid` (a traced step count: buckets' padded
+    length) only the first `valid` steps run (in reverse: steps valid-1 .. 0), as a while
+    loop, and the stacked outputs past them hold zeros."""
     program, out_refs, nc, nx, nk, length, reverse = attrs
     init, seqs, consts = xs[:nc], xs[nc:nc + nx], xs[nc + nx:]
 
     def body(carry, x):
-        if valid is not None:
-            x, t = x
         env = list(carry) + list(x) + list(consts)
         for prim, a, ins, shape, dt in program:
             v = prim.lower(a, *[env[i] for i in ins])
@@ -203,21 +202,34 @@ def _lower_scan(attrs, *xs, valid=None):
             env.append(v)
         outs = [env[i] for i in out_refs]
         new_carry = tuple(outs[:nc])
-        if valid is not None:
-            new_carry = tuple(jnp.where(t < valid, n, c) for n, c in zip(new_carry, carry))
         return new_carry, (tuple(outs[nc:]), tuple(carry))
 
-    seqs = tuple(seqs)
-    if valid is not None:
-        seqs = (seqs, jnp.arange(length, dtype=jnp.int32))
-    final, (ys, carries) = lax.scan(body, tuple(init), seqs, length=length, reverse=reverse)
+    if valid is None:
+        final, (ys, carries) = lax.scan(body, tuple(init), tuple(seqs), length=length,
+                                        reverse=reverse)
+        return tuple(final) + tuple(ys) + tuple(carries)
+    # the shapes of one step's outputs, for the stacked buffers
+    step_out = jax.eval_shape(body, tuple(init), tuple(x[0] for x in seqs))[1]
+    bufs = jax.tree_util.tree_map(lambda a: jnp.zeros((length,) + a.shape, a.dtype), step_out)
+
+    def step(state):
+        i, carry, bufs = state
+        t = valid - 1 - i if reverse else i
+        x = tuple(lax.dynamic_index_in_dim(v, t, keepdims=False) for v in seqs)
+        carry, out = body(carry, x)
+        bufs = jax.tree_util.tree_map(
+            lambda b, o: lax.dynamic_update_index_in_dim(b, o, t, 0), bufs, out)
+        return i + 1, carry, bufs
+
+    _, final, (ys, carries) = lax.while_loop(lambda st: st[0] < valid, step,
+                                             (jnp.zeros((), jnp.int32), tuple(init), bufs))
     return tuple(final) + tuple(ys) + tuple(carries)
 
 
 def _bucket_scan(ctx, op, a, shape, ins, vals):
-    """A scan over a padded length (an RNN over a batch's time steps): the padding steps
-    come last and leave the carry unchanged, so the final state, the stacked outputs of
-    the real steps and the reverse (backward) scan's accumulated gradients are exact."""
+    """A scan over a padded length (an RNN over a batch's time steps): only the real steps
+    run, so the final state, the stacked outputs of the real steps and the reverse
+    (backward) scan's accumulated gradients are exact, and the padding costs no compute."""
     program, out_refs, nc, nx, nk, length, reverse = a
     if not isinstance(length, Sym):
         if B._syms(a) or any(B._syms(s) for s in ins):

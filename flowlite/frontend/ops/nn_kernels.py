@@ -228,7 +228,7 @@ def _conv_vjp(a, i, o, g):
                     else None,)
 
 
-conv_p = prim("conv", _conv, _conv_vjp)
+conv_p = prim("conv", _conv, _conv_vjp, bucket=B.rule_batch(1))
 
 
 def _conv_transpose_kwargs(a, lhs_shape, rhs_shape, out_shape):
@@ -297,13 +297,14 @@ def _conv_weight_grad_lower(a, x, g):
 conv_input_grad_p = prim(
     "conv_input_grad", _conv_input_grad_lower,
     lambda a, i, o, gg: (_conv_raw(gg, i[1], a[:5]), _conv_weight_grad(gg, i[0], a[:5],
-                                                                          tuple(i[1].shape))))
+                                                                          tuple(i[1].shape))),
+    bucket=B.rule_batch(1, shape_attr=5))
 
 
 conv_weight_grad_p = prim(
     "conv_weight_grad", _conv_weight_grad_lower,
     lambda a, i, o, gg: (_conv_input_grad(i[1], gg, a[:5], tuple(i[0].shape)),
-                         _conv_raw(i[0], gg, a[:5])))
+                         _conv_raw(i[0], gg, a[:5])), bucket=B.rule_batch(2))
 
 
 def _window(a, x):
@@ -359,7 +360,7 @@ def _window_vjp(a, i, o, g):
     return (_sum_window_transpose(g, a, tuple(i[0].shape)),)
 
 
-reduce_window_p = prim("reduce_window", _window, _window_vjp)
+reduce_window_p = prim("reduce_window", _window, _window_vjp, bucket=B.rule_batch(1, True))
 
 
 def _sum_window_transpose_lower(a, g):
@@ -379,7 +380,7 @@ def _sum_window_transpose_lower(a, g):
 
 sum_window_transpose_p = prim(
     "sum_window_transpose", _sum_window_transpose_lower,
-    lambda a, i, o, gg: (_window_raw(gg, a[:4]),))
+    lambda a, i, o, gg: (_window_raw(gg, a[:4]),), bucket=B.rule_batch(1, True, shape_attr=4))
 
 
 def _window_choice(x, dims, strides, padding):
@@ -479,7 +480,8 @@ def _max_window_grad_vjp(a, i, o, gg):
     return None, _max_window_select(x, gg, a)
 
 
-max_window_grad_p = prim("max_window_grad", _max_window_grad_lower, _max_window_grad_vjp)
+max_window_grad_p = prim("max_window_grad", _max_window_grad_lower, _max_window_grad_vjp,
+                         bucket=B.rule_batch(2, True))
 
 
 def _max_window_select_lower(a, x, gg):
@@ -501,7 +503,8 @@ def _max_window_select_lower(a, x, gg):
 
 
 max_window_select_p = prim("max_window_select", _max_window_select_lower,
-                           lambda a, i, o, g: (None, _max_window_grad(i[0], g, a)))
+                           lambda a, i, o, g: (None, _max_window_grad(i[0], g, a)),
+                           bucket=B.rule_batch(2, True))
 
 
 softmax_p = prim("softmax", lambda a, x: jax.nn.softmax(x, axis=a[0]),
