@@ -3,7 +3,8 @@ compiles once per bucket of lengths instead of once per length, and computes exa
 per-length programs compute — checked here against the same loop with buckets off, for each
 primitive rule (softmax/sum/amax over the growing axis, contractions over it, negative
 indices, arange, crops, concatenation, reshapes, checks on padded index tensors) and for the
-fallbacks (a primitive without a rule, random draws) that must compile exactly."""
+fallbacks (a primitive without a rule, random draws outside a training step) that must
+compile exactly."""
 import jax
 import numpy as np
 import pytest
@@ -142,7 +143,7 @@ def test_an_unsupported_primitive_compiles_exactly_and_stays_correct():
     assert c_on == c_off == 8
 
 
-def test_random_draws_of_a_growing_shape_are_never_bucketed():
+def test_random_draws_of_a_growing_shape_outside_a_training_step_are_never_bucketed():
     def step(x):
         r = fl.rand_like(x)
         return fl.cat([x, r[:, -1:]], 1), r
@@ -153,6 +154,8 @@ def test_random_draws_of_a_growing_shape_are_never_bucketed():
     off, c_off = _grow(step, x0, 8, False)
     for a, b in zip(on, off):
         np.testing.assert_array_equal(a, b)
+    # (padded draws would stay padded buffers: tensors initialised for models of several
+    # widths; in a training step they bucket, tests/test_buckets_training.py)
     assert c_on == c_off == 8
 
 

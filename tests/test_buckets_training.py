@@ -48,10 +48,10 @@ class LM(nn.Module):
 
 
 class Encoder(nn.Module):
-    def __init__(self):
+    def __init__(self, dropout=0.0):
         super().__init__()
         self.emb = nn.Embedding(9, 8)
-        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+        layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=dropout, batch_first=True)
         self.enc = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
         self.head = nn.Linear(8, 3)
 
@@ -171,6 +171,12 @@ def test_gru_language_model_matches_the_exact_programs(x64):
 def test_transformer_encoder_with_padding_mask_matches_the_exact_programs(x64):
     c_on, _ = same_as_exact(Encoder, encoder_batches(LENGTHS, seed=1))
     assert c_on == 4
+
+
+def test_dropout_in_a_bucketed_step_draws_the_exact_programs_masks(x64):
+    # each element's random number hashes its position in the logical shape
+    c_on, _ = same_as_exact(lambda: Encoder(dropout=0.3), encoder_batches(LENGTHS[:5]))
+    assert c_on == 3
 
 
 def test_gru_seq2seq_matches_the_exact_programs(x64):

@@ -281,10 +281,12 @@ def _syms(x):
 
 
 class _Ctx:
-    __slots__ = ("S", "s")
+    """S: the bucket; s: the traced length; step: the graph updates tensors in place (a
+    training step)."""
+    __slots__ = ("S", "s", "step")
 
-    def __init__(self, S, s):
-        self.S, self.s = S, s
+    def __init__(self, S, s, step=False):
+        self.S, self.s, self.step = S, s, step
 
     def phys(self, shape):
         return tuple(d.phys(self.S) if isinstance(d, Sym) else d for d in shape)
@@ -305,6 +307,18 @@ class _Ctx:
                 io = lax.broadcasted_iota(jnp.int32, tuple(sh), ax) < self.val(d)
                 m = io if m is None else m & io
         return m
+
+
+def logical_index(ctx, shape):
+    """uint32, of the padded shape: each element's flat (row-major) position in the logical
+    shape (the padding's positions are garbage)."""
+    phys = ctx.phys(shape)
+    idx, mult = jnp.zeros(phys, jnp.uint32), jnp.uint32(1)
+    for ax in reversed(range(len(shape))):
+        io = lax.broadcasted_iota(jnp.uint32, phys, ax)
+        idx = idx + io * mult
+        mult = mult * jnp.asarray(ctx.val(shape[ax]), jnp.uint32)
+    return idx
 
 
 def _fill(x, ctx, shape, axes, value):
@@ -625,10 +639,17 @@ def padded_shape(shape):
     return any(isinstance(d, Sym) for d in shape)
 
 
-def prepare(tpl, s, nodes, outs, chk, device):
+def root_shapes(tpl, nodes, outs):
+    """The shapes (with Sym) of the graph's outputs."""
+    if tpl.skeleton is None:
+        tpl.skeleton = _skeleton(tpl, nodes)
+    return [tpl.skeleton[j][2] for j in outs]
+
+
+def prepare(tpl, s, nodes, outs, chk, device, step=False):
     """(executable, arguments, output shapes with Sym, compile seconds or None on a hit) for
     length `s`, or None when no bucket can hold it.  Raises Unsupported for a graph no
-    bucket can run."""
+    bucket can run.  `step`: the graph updates tensors in place (a training step)."""
     if tpl.skeleton is None:
         tpl.skeleton = _skeleton(tpl, nodes)
     skel = tpl.skeleton
@@ -645,7 +666,7 @@ def prepare(tpl, s, nodes, outs, chk, device):
             specs.append(tuple(jax.ShapeDtypeStruct(p.shape, p.dtype) for p in packs))
         specs.append(jax.ShapeDtypeStruct((), jnp.int32))
         try:
-            exe, compile_s = build(tpl, nodes, outs, chk, S, device, specs)
+            exe, compile_s = build(tpl, nodes, outs, chk, S, device, specs, step)
         except _Cap as cap:
             if cap.limit < s or cap.limit >= S:
                 return None
@@ -684,7 +705,7 @@ def _pack(skel, nodes):
                                                              key=lambda kv: kv[0].name))
 
 
-def build(tpl, nodes, outs, chk, S, device, arg_specs):
+def build(tpl, nodes, outs, chk, S, device, arg_specs, step=False):
     """A compiled program for bucket S: arguments are the leaves (padded), the packed host
     scalars and s; outputs the roots (padded) and, with checks, their flags."""
     if tpl.skeleton is None:
@@ -710,7 +731,7 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs):
 
     def run(*flat):
         env = load_arguments(len(skel), leaf_pos, scalar_map, flat)
-        ctx = _Ctx(S, flat[-1])
+        ctx = _Ctx(S, flat[-1], step)
         for op, attrs, shape, in_shapes, rule, ins, j, dt in program:
             args = [env[i] for i in ins]
             try:

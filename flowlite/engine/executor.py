@@ -570,7 +570,16 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
     tpl, s = got
     hits0 = metrics.persistent_hits()
     try:
-        ran = buckets.prepare(tpl, s, nodes, key[2], key[3], device)
+        step = False
+        for r, shp in zip(roots, buckets.root_shapes(tpl, nodes, key[2])):
+            if _replaced_input(r) is not None:
+                if buckets.padded_shape(shp):
+                    # a parameter whose shape follows the length (models of several
+                    # widths): its updates stay exact rather than live padded
+                    raise buckets.Unsupported("an in-place update of a tensor whose shape "
+                                              "follows the length")
+                step = True
+        ran = buckets.prepare(tpl, s, nodes, key[2], key[3], device, step)
     except buckets.Unsupported as e:
         site = getattr(e.node, "site", None)
         metrics.note_bucket_miss(str(e) + (f" at {site}" if site else ""), cause)

@@ -57,7 +57,11 @@ def _bits(k, n, shape):
     size = 1
     for d in shape:
         size *= d
-    i = lax.iota(jnp.uint32, size)
+    return _bits_at(k, n, lax.iota(jnp.uint32, size)).reshape(shape)
+
+
+def _bits_at(k, n, i):
+    """The draw's bits for the elements at flat (row-major) positions `i`."""
     k0 = k[0]
     k1 = k[1] ^ (n.astype(jnp.uint32) * jnp.uint32(_GOLD))
     x = (i * jnp.uint32(_M1)) ^ k0
@@ -68,7 +72,7 @@ def _bits(k, n, shape):
         x = x ^ (x >> 13)
         x = x * jnp.uint32(c)
         x = x ^ (x >> 16)
-    return x.reshape(shape)
+    return x
 
 
 def _unit(bits, open_interval=False):
@@ -77,14 +81,14 @@ def _unit(bits, open_interval=False):
     return (m + 0.5) * (1.0 / 8388608.0) if open_interval else m * (1.0 / 8388608.0)
 
 
-def _uniform(a, k, n):
+def _uniform(a, k, n, bits=None):
     shape, dt = a[0], a[1]
-    return _unit(_bits(k, n, shape)).astype(dt.np)
+    return _unit(_bits(k, n, shape) if bits is None else bits).astype(dt.np)
 
 
-def _normal(a, k, n):
+def _normal(a, k, n, bits=None):
     shape, dt = a[0], a[1]
-    u = _unit(_bits(k, n, shape), open_interval=True)
+    u = _unit(_bits(k, n, shape) if bits is None else bits, open_interval=True)
     return (jnp.float32(np.sqrt(2.0)) * lax.erf_inv(2.0 * u - 1.0)).astype(dt.np)
 
 
@@ -146,10 +150,22 @@ def _multinomial(a, k, n, p):
 rng_multinomial_p = nondiff("rng_multinomial", _multinomial)
 
 
-rng_uniform_p = nondiff("rng_uniform", _uniform)
+def _rng_bucket(ctx, op, a, shape, ins, vals):
+    """A draw of a padded shape in a training step (dropout over a batch's length): each
+    element hashes its position in the logical shape, so the real elements get the exact
+    program's numbers, bit for bit.  Outside a training step a draw would stay a padded
+    buffer (parameters initialised for models of several widths): exact programs."""
+    if B._syms(a[1:]) or not ctx.step:
+        raise B.Unsupported(op.name + " outside a training step")
+    k, n = vals
+    bits = _bits_at(k, n, B.logical_index(ctx, a[0]))
+    return op.lower(a, k, n, bits=bits)
 
 
-rng_normal_p = nondiff("rng_normal", _normal)
+rng_uniform_p = nondiff("rng_uniform", _uniform, bucket=_rng_bucket)
+
+
+rng_normal_p = nondiff("rng_normal", _normal, bucket=_rng_bucket)
 
 
 rng_randint_p = nondiff("rng_randint", _randint)
