@@ -659,8 +659,7 @@ def prepare(tpl, s, nodes, outs, chk, device, step=False):
         got = tpl.exes.get(S)
         if got is not None:
             break
-        specs = [jax.ShapeDtypeStruct(_phys(shp, S), leaf_value(n).dtype)
-                 for n, shp in _leaves(skel, nodes)]
+        specs = [_spec(leaf_value(n), shp, S) for n, shp in _leaves(skel, nodes)]
         packs = _pack(skel, nodes)
         if packs:
             specs.append(tuple(jax.ShapeDtypeStruct(p.shape, p.dtype) for p in packs))
@@ -677,7 +676,7 @@ def prepare(tpl, s, nodes, outs, chk, device, step=False):
     else:
         return None
     exe, out_shapes = got
-    args = [padded(leaf_value(n), n.shape, _phys(shp, S), device)
+    args = [_padded_leaf(leaf_value(n), n.shape, shp, S, device)
             for n, shp in _leaves(skel, nodes)]
     packs = _pack(skel, nodes)
     if packs:
@@ -688,6 +687,19 @@ def prepare(tpl, s, nodes, outs, chk, device, step=False):
 
 def _phys(shape, S):
     return tuple(d.phys(S) if isinstance(d, Sym) else d for d in shape)
+
+
+def _spec(value, shape, S):
+    if type(value) is tuple:        # a multi-output node's results (an RNN's scan)
+        return tuple(_spec(v, s, S) for v, s in zip(value, shape))
+    return jax.ShapeDtypeStruct(_phys(shape, S), value.dtype)
+
+
+def _padded_leaf(value, logical, shape, S, device):
+    if type(value) is tuple:
+        return tuple(_padded_leaf(v, lg, s, S, device)
+                     for v, lg, s in zip(value, logical, shape))
+    return padded(value, logical, _phys(shape, S), device)
 
 
 def _leaves(skel, nodes):
@@ -781,6 +793,12 @@ def padded(value, logical, phys, device):
             return jnp.pad(v, [(0, p - n) for n, p in zip(_l, _p)])
         fn = _pads[key] = jax.jit(fn)
     return fn(value)
+
+
+def exact_parts(values, shapes):
+    """A multi-output node's padded results cut to their logical shapes."""
+    return tuple(v if tuple(v.shape) == tuple(shp) else
+                 lax.slice(v, (0,) * v.ndim, tuple(shp)) for v, shp in zip(values, shapes))
 
 
 def unpad(node, value):

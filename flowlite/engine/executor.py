@@ -609,6 +609,8 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
         if buckets.padded_shape(shp):
             buckets.unpad(r, v)     # stays padded on the device; reads slice it
             continue
+        if type(v) is tuple:        # a multi-output op's results (an RNN's scan, kept for
+            v = buckets.exact_parts(v, r.shape)      # the backward): sliced to size now
         r.op = _DATA
         r.inputs = ()
         r.attrs = ()
