@@ -2,6 +2,7 @@
 writes them; run with PyTorch or with flowlite (`import flowlite as torch`).
 
     python bench/varlen_loops.py {lstm,encoder,mlp} {torch,flowlite} [--steps N] [--seed S]
+    python bench/varlen_loops.py table [--steps 40] [--long 400]
 
 - lstm: an LSTM language model (vocab 64, embedding 32, hidden 64, batch 8), every batch of a
   length drawn uniformly in [16, 128], cross-entropy over every position, Adam;
@@ -12,6 +13,13 @@ writes them; run with PyTorch or with flowlite (`import flowlite as torch`).
 The data comes from numpy with the seed, so both backends see the same batches; the initial
 weights are copied from one state_dict (numpy) so both start equal.  Prints one JSON line
 prefixed `@@`: losses, total seconds, per-step seconds, compiles (flowlite).
+
+`table` runs each loop in fresh processes (flowlite with an empty persistent compile cache):
+PyTorch, flowlite with length buckets and flowlite with them off (FLOWLITE_BUCKETS=0) for
+--steps steps (total wall time including compiles, compiles, largest loss difference), then
+PyTorch and bucketed flowlite for --long steps: the median step once the buckets exist
+(steps after the last compile) and the padded compute (sum of bucket lengths / sum of
+lengths).  Prints a markdown table.
 """
 from __future__ import annotations
 
@@ -119,7 +127,58 @@ def run(torch, kind, steps, seed=0):
     return losses, times, time.perf_counter() - t_all
 
 
+def _one(kind, backend, steps, buckets=True):
+    import os
+    import subprocess
+    import tempfile
+    env = dict(os.environ, FLOWLITE_BUCKETS="1" if buckets else "0")
+    with tempfile.TemporaryDirectory() as cache:
+        env["FLOWLITE_CACHE_DIR"] = cache
+        out = subprocess.run([sys.executable, __file__, kind, backend, "--steps", str(steps)],
+                             env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.split("@@", 1)[1])
+
+
+def _padding(kind, steps):
+    """sum of padded lengths / sum of lengths over the loop's batches (buckets.bucket_for)."""
+    if kind == "mlp":
+        return 1.0
+    sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
+    from flowlite.engine.buckets import bucket_for
+    lens = [b[0].shape[1] for b in batches(kind, steps, 0)]
+    return sum(bucket_for(n) for n in lens[2:]) / sum(lens[2:])
+
+
+def table(steps, long):
+    print(f"| loop | PyTorch {steps} steps | flowlite buckets | compiles | flowlite exact "
+          f"| compiles | buckets/exact | max loss diff (rel) | median step PyTorch / "
+          f"flowlite ({long} steps) | ratio | padded compute |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for kind in ("lstm", "encoder", "mlp"):
+        t = _one(kind, "torch", steps)
+        b = _one(kind, "flowlite", steps)
+        e = _one(kind, "flowlite", steps, buckets=False)
+        diff = max(abs(x - y) / abs(y) for x, y in zip(b["losses"], t["losses"]))
+        lt, lb = _one(kind, "torch", long), _one(kind, "flowlite", long)
+        # the steps after the last one that compiled (a step > 0.25 s)
+        slow = [i for i, v in enumerate(lb["step_s"]) if v > 0.25]
+        tail = lb["step_s"][slow[-1] + 1 if slow else 0:] or lb["step_s"][-1:]
+        mt = sorted(lt["step_s"])[len(lt["step_s"]) // 2]
+        mb = sorted(tail)[len(tail) // 2]
+        print(f"| {kind} | {t['total_s']:.2f} s | {b['total_s']:.2f} s | {b['compiles']} | "
+              f"{e['total_s']:.2f} s | {e['compiles']} | {b['total_s'] / e['total_s']:.2f} | "
+              f"{diff:.1e} | {mt * 1e3:.2f} / {mb * 1e3:.2f} ms | {mb / mt:.2f} | "
+              f"{_padding(kind, long):.2f}x |")
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "table":
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--steps", type=int, default=40)
+        ap.add_argument("--long", type=int, default=400)
+        a = ap.parse_args(argv[1:])
+        return table(a.steps, a.long)
     ap = argparse.ArgumentParser()
     ap.add_argument("kind", choices=("lstm", "encoder", "mlp"))
     ap.add_argument("backend", choices=("torch", "flowlite"))
