@@ -256,3 +256,31 @@ def test_the_issue_loops_compute_pytorchs_losses(kind):
     np.testing.assert_allclose(got, want, rtol=2e-5)
     if kind != "mlp":       # six lengths: two exact programs, then buckets
         assert fl.metrics.counters()["compiles"] - c0 < steps
+
+
+def test_a_failed_bucketed_step_raises_and_commits_nothing():
+    fl.manual_seed(0)
+    model = LM()
+    o = fl.optim.Adam(model.parameters(), lr=1e-2)
+    for x, y in lm_batches([5, 9, 7, 12]):       # the last two run bucketed
+        loss = model(fl.tensor(x), fl.tensor(y))
+        o.zero_grad()
+        loss.backward()
+        o.step()
+    before = [p.detach().numpy().copy() for p in model.parameters()]
+    x, y = lm_batches([10])[0]
+    x[1, 3] = 11                                  # past the embedding's 11 rows
+    with pytest.raises(IndexError, match="out of range|out of bounds"):
+        loss = model(fl.tensor(x), fl.tensor(y))
+        o.zero_grad()
+        loss.backward()
+        o.step()
+        loss.item()
+    for a, p in zip(before, model.parameters()):
+        np.testing.assert_array_equal(a, p.detach().numpy())
+    x, y = lm_batches([10])[0]                    # and training goes on
+    loss = model(fl.tensor(x), fl.tensor(y))
+    o.zero_grad()
+    loss.backward()
+    o.step()
+    assert np.isfinite(loss.item())

@@ -120,12 +120,8 @@ def _data_sig(n):
     return _family_sig(ir.data_node(None, n.shape, n.dtype, n.device))
 
 
-def family_of(order, leaves, scalars, roots, checks, device):
-    """(family key, integer vector, family nodes) of a walked graph, or None when the graph
-    can't be bucketed.  An `unpad` of a padded buffer counts as a leaf of its logical shape,
-    so a bucketed output fed back looks like the exact one it stands for."""
-    n_slots = len(order) + len(leaves) + len(scalars)
-    by_slot = [None] * n_slots
+def _by_slot(order, leaves, scalars):
+    by_slot = [None] * (len(order) + len(leaves) + len(scalars))
     for ns in (leaves, scalars, order):
         for n in ns:
             by_slot[n.mark] = n
@@ -133,6 +129,21 @@ def family_of(order, leaves, scalars, roots, checks, device):
     for n in order:
         if n.op is UNPAD and n.inputs[0].op is ir.DATA:
             ghost.add(id(n.inputs[0]))
+    return by_slot, ghost
+
+
+def family_nodes(order, leaves, scalars):
+    """The family nodes of a walked graph whose family_of is known (its structure was seen)."""
+    by_slot, ghost = _by_slot(order, leaves, scalars)
+    return [n for n in by_slot if id(n) not in ghost] if ghost else by_slot
+
+
+def family_of(order, leaves, scalars, roots, checks, device):
+    """(family key, integer vector, family nodes) of a walked graph, or None when the graph
+    can't be bucketed.  An `unpad` of a padded buffer counts as a leaf of its logical shape,
+    so a bucketed output fed back looks like the exact one it stands for."""
+    by_slot, ghost = _by_slot(order, leaves, scalars)
+    n_slots = len(by_slot)
     new = [-1] * n_slots
     nodes, entries, ints = [], [], []
     for slot, n in enumerate(by_slot):
@@ -671,6 +682,7 @@ def prepare(tpl, s, nodes, outs, chk, device, step=False):
                 return None
             S = cap.limit
             continue
+        exe.bucket = S
         got = tpl.exes[S] = (exe, [skel[j][2] for j in outs])
         break
     else:

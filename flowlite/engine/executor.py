@@ -24,9 +24,10 @@ import jax
 import numpy as np
 
 from . import buckets, ir, metrics
-from .cache import _by_stream, _cache, _check_masks, _limit, _remember_stream, _Structure
+from .cache import (_by_stream, _cache, _check_masks, _limit, _remember_stream, _Structure,
+                    on_clear)
 from .rollback import (_BIG, FAILED, _again, _failed_live, _failures, _first_failure,
-                       _has_failed, _replaced_input, _rollback, _taint, _Unverified,
+                       _has_failed, _replaced_input, _rollback, _taint, _usable, _Unverified,
                        memory_error, verify)
 from .device import default_device
 from .graph_key import out_codes
@@ -406,7 +407,7 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
         st = _cache.get(key)
         if st is None and buckets._state["on"] and device.type != "mesh" and \
                 not observers and not rt.flags["eager"] and \
-                _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
+                _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, key):
             return
         if st is None:
             st = _cache[key] = _Structure(order, leaves, roots, checks)
@@ -529,11 +530,13 @@ def _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device
     return new
 
 
-def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device):
-    """Count a compile (compile_s seconds) or a cache hit (None), and refuse an executable
-    whose new memory can't fit (OutOfMemoryError, nothing run)."""
+def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device, note=""):
+    """Count a compile (compile_s seconds; `note` says more in the compile log) or a cache
+    hit (None), and refuse an executable whose new memory can't fit (OutOfMemoryError,
+    nothing run)."""
     if compile_s is not None:
-        metrics.note_compile(compile_s, len(order), n_args, len(roots), cause, exe.loaded)
+        metrics.note_compile(compile_s, len(order), n_args, len(roots), cause + note,
+                             exe.loaded)
         rt.on_compile(cause, order, leaves, scalars, roots, exe)
     else:
         exe.hits += 1
@@ -556,14 +559,27 @@ def _note_run(t0, t1, t2, n_nodes, cause):
     causes.pop(epoch - 64, None)
 
 
-def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
+_families_seen: dict = {}    # exact graph key -> (family key, its integers, check masks)
+on_clear(_families_seen.clear)
+
+
+def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exact_key):
     """Run the graph with the executable of its length family's bucket (buckets.py), compiling
     that once per bucket; False when the graph is not (yet) one of a family, or a primitive
     of it has no padding rule: the caller compiles it exactly."""
-    fam = buckets.family_of(order, leaves, scalars, roots, checks, device)
-    if fam is None:
-        return False
-    key, ints, nodes = fam
+    seen = _families_seen.get(exact_key)
+    if seen is None:
+        fam = buckets.family_of(order, leaves, scalars, roots, checks, device)
+        if fam is None:
+            return False
+        key, ints, nodes = fam
+        masks = _check_masks(order, roots, checks) if checks else None
+        _families_seen[exact_key] = (key, ints, masks)
+        if len(_families_seen) > 1024:
+            del _families_seen[next(iter(_families_seen))]
+    else:       # a length seen before: its family key and integers are known
+        key, ints, masks = seen
+        nodes = buckets.family_nodes(order, leaves, scalars)
     got = buckets.lookup(key, ints)
     if got is None or got[0] is None:
         return False
@@ -590,7 +606,8 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
     exe, args, out_shapes, compile_s = ran
     if compile_s is not None:
         exe.loaded = metrics.persistent_hits() > hits0
-    _admit(exe, compile_s, order, leaves, scalars, roots, len(args), cause, device)
+    _admit(exe, compile_s, order, leaves, scalars, roots, len(args), cause, device,
+           f" [length bucket: one program for every length up to {exe.bucket}]")
     if rt.local.unverified is not None:
         _verify_deferred(roots)
     t1 = time.perf_counter()
@@ -604,7 +621,16 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0):
     failed = None
     if checks:
         exe.check_infos = infos = [c.check for c in checks]
-        failed = _failures(outs[-1], infos, _check_masks(order, roots, checks))
+        failed = _failures(outs[-1], infos, masks)
+    outs = list(outs[:len(roots)])
+    if failed is not None:
+        # an update in place of a failed step keeps the leaf's value (the bucketed program
+        # has no guarded update; its inputs were not donated)
+        for i in list(failed[1]):
+            src = _replaced_input(roots[i])
+            if _usable(src):
+                outs[i] = src.value
+                del failed[1][i]
     for r, v, shp in zip(roots, outs, out_shapes):
         if buckets.padded_shape(shp):
             buckets.unpad(r, v)     # stays padded on the device; reads slice it

@@ -28,10 +28,11 @@ class Executable:
     """One compiled program and what the tools report about it."""
     __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary",
                  "n_checks", "guarded", "need_bytes", "check_infos", "chained", "loaded",
-                 "upgrade_at")
+                 "upgrade_at", "bucket")
 
     def __init__(self, fn, n_outputs, donate):
         self.summary = None
+        self.bucket = None        # a length bucket's program: the largest length it runs
         self.loaded = False       # built from JAX's persistent cache rather than compiled
         self.upgrade_at = None    # re-rolled: the run count at which the unrolled form replaces it
         self.fn = fn              # outputs in root order
