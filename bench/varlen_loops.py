@@ -2,6 +2,7 @@
 writes them; run with PyTorch or with flowlite (`import flowlite as torch`).
 
     python bench/varlen_loops.py {lstm,encoder,mlp} {torch,flowlite} [--steps N] [--seed S]
+                                 [--fixed T]
     python bench/varlen_loops.py table [--steps 40] [--long 400]
 
 - lstm: an LSTM language model (vocab 64, embedding 32, hidden 64, batch 8), every batch of a
@@ -31,17 +32,18 @@ import time
 import numpy as np
 
 
-def batches(kind, steps, seed):
+def batches(kind, steps, seed, fixed=None):
+    """The loop's batches; `fixed`: every batch of that length (the lstm and encoder)."""
     rng = np.random.default_rng(seed)
     out = []
     if kind == "lstm":
         for _ in range(steps):
-            T = int(rng.integers(16, 129))
+            T = int(rng.integers(16, 129)) if fixed is None else fixed
             x = rng.integers(0, 64, (8, T + 1))
             out.append((x[:, :-1], x[:, 1:]))
     elif kind == "encoder":
         for _ in range(steps):
-            T = int(rng.integers(8, 97))
+            T = int(rng.integers(8, 97)) if fixed is None else fixed
             lens = rng.integers(1, T + 1, 8)
             lens[0] = T
             x = rng.integers(1, 50, (8, T))
@@ -104,7 +106,7 @@ def init_state(model, seed):
             for k, v in model.state_dict().items()}
 
 
-def run(torch, kind, steps, seed=0):
+def run(torch, kind, steps, seed=0, fixed=None):
     """Train `kind` for `steps` batches with the module `torch` (PyTorch or flowlite):
     (losses, seconds per step, total seconds)."""
     torch.manual_seed(0)
@@ -116,7 +118,7 @@ def run(torch, kind, steps, seed=0):
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     losses, times = [], []
     t_all = time.perf_counter()
-    for b in batches(kind, steps, seed):
+    for b in batches(kind, steps, seed, fixed):
         t0 = time.perf_counter()
         loss = model(*[torch.tensor(v) for v in b])
         opt.zero_grad()
@@ -184,12 +186,13 @@ def main(argv=None):
     ap.add_argument("backend", choices=("torch", "flowlite"))
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fixed", type=int, default=None, help="every batch of this length")
     a = ap.parse_args(argv)
     if a.backend == "torch":
         import torch
     else:
         import flowlite as torch
-    losses, times, total = run(torch, a.kind, a.steps, a.seed)
+    losses, times, total = run(torch, a.kind, a.steps, a.seed, a.fixed)
     res = {"kind": a.kind, "backend": a.backend, "steps": len(times), "total_s": total,
            "losses": losses, "step_s": times}
     if a.backend == "flowlite":
