@@ -121,3 +121,34 @@ def test_scan_errors_are_clear():
         fl.scan(lambda c, x: (fl.cat([c, c]), x), fl.zeros(2), fl.zeros(3, 2))
     with pytest.raises(ValueError, match="same leading length"):
         fl.scan(lambda c, x: (c, x[0]), fl.zeros(2), (fl.zeros(3, 2), fl.zeros(4, 2)))
+
+
+def test_the_backward_body_is_traced_once_and_reads_each_calls_weights(x64):
+    # the second call reuses the first call's traced backward body (control_flow._BWD_BODIES)
+    # with its own weights, including values computed from them (W.T for the matmul's
+    # gradient): gradients match jax's at both calls' weights
+    from flowlite.frontend import control_flow
+    U, h0, xs = _r(3, 4, seed=2), _r(2, 4, seed=3), _r(6, 2, 3, seed=4)
+
+    def jref(W, U, h0, xs):
+        def body(h, x):
+            h = jnp.tanh(h @ W.T + x @ U)
+            return h, h.sum(-1)
+        h, ys = jax.lax.scan(body, h0, xs)
+        return (h ** 2).sum() + (ys ** 3).sum()
+
+    control_flow._BWD_BODIES.clear()
+    for seed in (1, 7):
+        W = _r(4, 4, seed=seed) * 0.5
+        ts = [fl.tensor(a, requires_grad=True) for a in (W, U, h0, xs)]
+        Wt, Ut, h0t, xst = ts
+        def body(h, x):
+            h = fl.tanh(h @ Wt.T + x @ Ut)
+            return h, h.sum(-1)
+
+        h, ys = fl.scan(body, h0t, xst)
+        ((h ** 2).sum() + (ys ** 3).sum()).backward()
+        grads = jax.grad(jref, argnums=(0, 1, 2, 3))(W, U, h0, xs)
+        for t, g in zip(ts, grads):
+            np.testing.assert_allclose(t.grad.numpy(), np.asarray(g), rtol=1e-9, atol=1e-12)
+    assert [type(v) for v in control_flow._BWD_BODIES.values()] == [tuple]

@@ -311,9 +311,18 @@ def _scan_vjp(attrs, inputs, out, g):
         new_ct_k = [a + b for a, b in zip(ct_k, gk)]
         return (gc, new_ct_k), gx
 
-    (ct_init, ct_k), ct_xs = scan(bwd_body, (ct_final, ct_k0),
-                                  (saved, list(seqs), ct_ys, ct_saved),
-                                  length=length, reverse=not reverse)
+    cache = None
+    if not create_graph:
+        # the traced body depends on the forward's program and its operands' shapes and
+        # dtypes only; it captures the forward's constants (weights) and constants
+        key = (program, out_refs, nc, nx, nk, reverse,
+               tuple((tuple(t.shape), t.dtype) for t in list(init) + list(consts)),
+               tuple((tuple(t.shape[1:]), t.dtype) for t in seqs),
+               tuple(t.dtype for t in ct_final + ct_ys + ct_saved))
+        cache = (key, [k._node for k in consts])
+    (ct_init, ct_k), ct_xs = _scan(bwd_body, (ct_final, ct_k0),
+                                   (saved, list(seqs), ct_ys, ct_saved),
+                                   length, not reverse, cache)
     grads = []
     for c, m, gc in zip(init, float_mask_c, ct_init):
         grads.append(gc if m else None)
@@ -346,6 +355,19 @@ def scan(fn, init, xs=None, length=None, reverse=False):
     Returns (final_carry, stacked_ys).  `init` and `xs` may be pytrees of
     tensors; every x is sliced along its first dimension.
     """
+    return _scan(fn, init, xs, length, reverse)
+
+
+# traced backward bodies, by what decides them (the forward scan's program, its operands'
+# shapes and dtypes): an RNN's backward traces its body once, not at every step
+_BWD_BODIES: dict = {}
+_MAX_BWD_BODIES = 256
+
+
+def _scan(fn, init, xs, length, reverse, cache=None):
+    """scan(); `cache` = (key, outer nodes): the body's trace is kept under `key` when every
+    tensor it captures is one of the outer nodes or a constant with no inputs, and reused
+    with the outer nodes of this call."""
     c_leaves, c_tree = _flatten(init)
     x_leaves, x_tree = _flatten(xs) if xs is not None else ([], None)
     if x_leaves:
@@ -359,23 +381,71 @@ def scan(fn, init, xs=None, length=None, reverse=False):
         length = n
     if length is None:
         raise ValueError("scan: pass xs or length")
-    (program, out_refs, consts, edges), nc_leaves, y_leaves, y_tree = _trace_body(
-        fn, c_tree, c_leaves, x_tree, x_leaves)
+    got = _BWD_BODIES.get(cache[0]) if cache is not None else None
+    if got:
+        program, out_refs, specs, y_specs, y_tree = got
+        consts = [_rebuild_const(sp, cache[1]) for sp in specs]
+        edges = [None] * len(consts)
+    else:
+        (program, out_refs, consts, edges), nc_leaves, y_leaves, y_tree = _trace_body(
+            fn, c_tree, c_leaves, x_tree, x_leaves)
+        y_specs = tuple((tuple(y.shape), y.dtype) for y in y_leaves)
+        if cache is not None and got is None:
+            _keep_body(cache, program, out_refs, consts, y_specs, y_tree)
     nc, nx, nk = len(c_leaves), len(x_leaves), len(consts)
     const_tensors = [Tensor(k) for k in consts]
     for t, e in zip(const_tensors, edges):
         t._edge = e
     attrs = (program, out_refs, nc, nx, nk, int(length), bool(reverse))
     shapes = tuple(tuple(c.shape) for c in c_leaves) + \
-        tuple((length,) + tuple(y.shape) for y in y_leaves) + \
+        tuple((length,) + shp for shp, _ in y_specs) + \
         tuple((length,) + tuple(c.shape) for c in c_leaves)
-    dts = tuple(c.dtype for c in c_leaves) + tuple(y.dtype for y in y_leaves) + \
+    dts = tuple(c.dtype for c in c_leaves) + tuple(dt for _, dt in y_specs) + \
         tuple(c.dtype for c in c_leaves)
     out = apply(scan_p, tuple(c_leaves) + tuple(x_leaves) + tuple(const_tensors), attrs,
                 shapes, dts)
     n_out = len(shapes)
     res = [apply(P.tuple_get, (out,), (j, n_out), shapes[j], dts[j])
-           for j in range(nc + len(y_leaves))]
+           for j in range(nc + len(y_specs))]
     final = jax.tree_util.tree_unflatten(c_tree, res[:nc])
     ys = jax.tree_util.tree_unflatten(y_tree, res[nc:]) if y_tree is not None else None
     return final, ys
+
+
+def _keep_body(cache, program, out_refs, consts, y_specs, y_tree):
+    key, outer = cache
+    where = {id(n): j for j, n in enumerate(outer)}
+
+    def spec(n, depth=0):
+        """How to get `n` at the next call: ("o", j) outer node j, ("c", n) a constant with
+        no inputs, ("f", prim, attrs, input specs, shape, dtype) computed from those (the
+        transposed weight a matmul's gradient reads); None: data or too deep."""
+        j = where.get(id(n))
+        if j is not None:
+            return ("o", j)
+        if n.op is ir.DATA or depth > 8:
+            return None
+        if not n.inputs:
+            return ("c", n)
+        ins = [spec(i, depth + 1) for i in n.inputs]
+        if None in ins or n.op.multi:
+            return None
+        return ("f", n.op, n.attrs, tuple(ins), n.shape, n.dtype)
+    specs = [spec(k) for k in consts]
+    if None in specs:
+        _BWD_BODIES[key] = False        # traced at every call
+        return
+    if len(_BWD_BODIES) >= _MAX_BWD_BODIES:
+        del _BWD_BODIES[next(iter(_BWD_BODIES))]
+    _BWD_BODIES[key] = (program, out_refs, tuple(specs), y_specs, y_tree)
+
+
+def _rebuild_const(spec, outer):
+    kind = spec[0]
+    if kind == "o":
+        return outer[spec[1]]
+    if kind == "c":
+        return spec[1]
+    _, prim, attrs, ins, shape, dtype = spec
+    return apply(prim, tuple(Tensor(_rebuild_const(i, outer)) for i in ins), attrs, shape,
+                 dtype)._node
