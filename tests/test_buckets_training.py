@@ -268,6 +268,7 @@ def test_a_failed_bucketed_step_raises_and_commits_nothing():
         loss.backward()
         o.step()
     before = [p.detach().numpy().copy() for p in model.parameters()]
+    d0 = fl.metrics.counters()["donated_buffers"]
     x, y = lm_batches([10])[0]
     x[1, 3] = 11                                  # past the embedding's 11 rows
     with pytest.raises(IndexError, match="out of range|out of bounds"):
@@ -276,6 +277,8 @@ def test_a_failed_bucketed_step_raises_and_commits_nothing():
         loss.backward()
         o.step()
         loss.item()
+    # the parameters' buffers were given to the program; its guarded updates gave them back
+    assert fl.metrics.counters()["donated_buffers"] > d0
     for a, p in zip(before, model.parameters()):
         np.testing.assert_array_equal(a, p.detach().numpy())
     x, y = lm_batches([10])[0]                    # and training goes on

@@ -657,17 +657,27 @@ def root_shapes(tpl, nodes, outs):
     return [tpl.skeleton[j][2] for j in outs]
 
 
-def prepare(tpl, s, nodes, outs, chk, device, step=False):
+def leaf_nodes(tpl, nodes):
+    """The graph's nodes that are the program's leaf arguments, in argument order."""
+    if tpl.skeleton is None:
+        tpl.skeleton = _skeleton(tpl, nodes)
+    return [n for n, _ in _leaves(tpl.skeleton, nodes)]
+
+
+def prepare(tpl, s, nodes, outs, chk, device, step=False, donate=(), guards=()):
     """(executable, arguments, output shapes with Sym, compile seconds or None on a hit) for
     length `s`, or None when no bucket can hold it.  Raises Unsupported for a graph no
-    bucket can run.  `step`: the graph updates tensors in place (a training step)."""
+    bucket can run.  `step`: the graph updates tensors in place (a training step);
+    `donate`: leaf argument positions whose buffers the program may reuse; `guards`:
+    (output, leaf argument) pairs of in-place updates that keep the leaf's value when a
+    check fails."""
     if tpl.skeleton is None:
         tpl.skeleton = _skeleton(tpl, nodes)
     skel = tpl.skeleton
     S = bucket_for(s)
     compile_s = None
     for _ in range(3):
-        got = tpl.exes.get(S)
+        got = tpl.exes.get((S, donate, guards))
         if got is not None:
             break
         specs = [_spec(leaf_value(n), shp, S) for n, shp in _leaves(skel, nodes)]
@@ -676,14 +686,15 @@ def prepare(tpl, s, nodes, outs, chk, device, step=False):
             specs.append(tuple(jax.ShapeDtypeStruct(p.shape, p.dtype) for p in packs))
         specs.append(jax.ShapeDtypeStruct((), jnp.int32))
         try:
-            exe, compile_s = build(tpl, nodes, outs, chk, S, device, specs, step)
+            exe, compile_s = build(tpl, nodes, outs, chk, S, device, specs, step, donate,
+                                   guards)
         except _Cap as cap:
             if cap.limit < s or cap.limit >= S:
                 return None
             S = cap.limit
             continue
         exe.bucket = S
-        got = tpl.exes[S] = (exe, [skel[j][2] for j in outs])
+        got = tpl.exes[(S, donate, guards)] = (exe, [skel[j][2] for j in outs])
         break
     else:
         return None
@@ -729,7 +740,7 @@ def _pack(skel, nodes):
                                                              key=lambda kv: kv[0].name))
 
 
-def build(tpl, nodes, outs, chk, S, device, arg_specs, step=False):
+def build(tpl, nodes, outs, chk, S, device, arg_specs, step=False, donate=(), guards=()):
     """A compiled program for bucket S: arguments are the leaves (padded), the packed host
     scalars and s; outputs the roots (padded) and, with checks, their flags."""
     if tpl.skeleton is None:
@@ -769,15 +780,22 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs, step=False):
             env[j] = v
         res = [env[j] for j in outs]
         if chk:
-            res.append(jnp.stack([env[j] for j in chk]))
+            flags = jnp.stack([env[j] for j in chk])
+            if guards:      # a failed check: in-place updates keep the old values
+                ok = jnp.all(flags[:, 0] == 0)
+                for i, p in guards:
+                    res[i] = jnp.where(ok, res[i], flat[p])
+            res.append(flags)
         return tuple(res)
 
     t0 = time.perf_counter()
-    jitted = jax.jit(run, out_shardings=SingleDeviceSharding(device.jax_device))
+    jitted = jax.jit(run, out_shardings=SingleDeviceSharding(device.jax_device),
+                     donate_argnums=donate)
     compiled = lower_for(jitted, device, arg_specs).compile()
-    exe = Executable(compiled, len(outs), ())
+    exe = Executable(compiled, len(outs), donate)
     exe.n_checks = len(chk)
-    exe.stats = _stats(compiled, len(arg_specs), len(outs), (), arg_specs)
+    exe.guarded = frozenset(i for i, _ in guards) if chk else frozenset()
+    exe.stats = _stats(compiled, len(arg_specs), len(outs), donate, arg_specs)
     exe.need_bytes = max(0, exe.stats.get("output_bytes", 0) + exe.stats.get("temp_bytes", 0))
     return exe, time.perf_counter() - t0
 

@@ -24,10 +24,10 @@ import jax
 import numpy as np
 
 from . import buckets, ir, metrics
-from .cache import (_by_stream, _cache, _check_masks, _limit, _remember_stream, _Structure,
+from .cache import (_by_stream, _cache, _limit, _remember_stream, _Structure,
                     on_clear)
 from .rollback import (_BIG, FAILED, _again, _failed_live, _failures, _first_failure,
-                       _has_failed, _replaced_input, _rollback, _taint, _usable, _Unverified,
+                       _has_failed, _replaced_input, _rollback, _taint, _Unverified,
                        memory_error, verify)
 from .device import default_device
 from .graph_key import out_codes
@@ -569,16 +569,20 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exac
     of it has no padding rule: the caller compiles it exactly."""
     seen = _families_seen.get(exact_key)
     if seen is None:
+        # which leaves are updated in place (and may give their buffers: counted before
+        # the family's node list holds them too)
+        st = _Structure(order, leaves, roots, checks)
+        donate = st.donatable(leaves)
         fam = buckets.family_of(order, leaves, scalars, roots, checks, device)
         if fam is None:
             return False
         key, ints, nodes = fam
-        masks = _check_masks(order, roots, checks) if checks else None
-        _families_seen[exact_key] = (key, ints, masks)
+        _families_seen[exact_key] = (key, ints, st)
         if len(_families_seen) > 1024:
             del _families_seen[next(iter(_families_seen))]
     else:       # a length seen before: its family key and integers are known
-        key, ints, masks = seen
+        key, ints, st = seen
+        donate = st.donatable(leaves)
         nodes = buckets.family_nodes(order, leaves, scalars)
     got = buckets.lookup(key, ints)
     if got is None or got[0] is None:
@@ -595,7 +599,18 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exac
                     raise buckets.Unsupported("an in-place update of a tensor whose shape "
                                               "follows the length")
                 step = True
-        ran = buckets.prepare(tpl, s, nodes, key[2], key[3], device, step)
+        guards, give = (), ()
+        if step:
+            # in-place updates keep their leaves' values when a check fails (so their
+            # buffers can be donated, as in an exact step)
+            arg_of = {id(n): p for p, n in enumerate(buckets.leaf_nodes(tpl, nodes))}
+            pairs = [(i, arg_of.get(id(leaves[j])), j) for i, j in enumerate(st.partners)
+                     if j is not None]
+            if checks:
+                guards = tuple((i, p) for i, p, _ in pairs if p is not None)
+            mine = set(donate)
+            give = tuple(sorted(p for _, p, j in pairs if p is not None and j in mine))
+        ran = buckets.prepare(tpl, s, nodes, key[2], key[3], device, step, give, guards)
     except buckets.Unsupported as e:
         site = getattr(e.node, "site", None)
         metrics.note_bucket_miss(str(e) + (f" at {site}" if site else ""), cause)
@@ -621,16 +636,12 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exac
     failed = None
     if checks:
         exe.check_infos = infos = [c.check for c in checks]
-        failed = _failures(outs[-1], infos, masks)
-    outs = list(outs[:len(roots)])
+        failed = _failures(outs[-1], infos, st.masks)
+    if exe.donate:
+        metrics._C["donated_buffers"] += len(exe.donate)
     if failed is not None:
-        # an update in place of a failed step keeps the leaf's value (the bucketed program
-        # has no guarded update; its inputs were not donated)
-        for i in list(failed[1]):
-            src = _replaced_input(roots[i])
-            if _usable(src):
-                outs[i] = src.value
-                del failed[1][i]
+        for i in exe.guarded:       # kept the leaf's old value: stands
+            failed[1].pop(i, None)
     for r, v, shp in zip(roots, outs, out_shapes):
         if buckets.padded_shape(shp):
             buckets.unpad(r, v)     # stays padded on the device; reads slice it
