@@ -152,3 +152,48 @@ def test_the_backward_body_is_traced_once_and_reads_each_calls_weights(x64):
         for t, g in zip(ts, grads):
             np.testing.assert_allclose(t.grad.numpy(), np.asarray(g), rtol=1e-9, atol=1e-12)
     assert [type(v) for v in control_flow._BWD_BODIES.values()] == [tuple]
+
+
+def _scan_nodes(t):
+    """The scan nodes `t`'s pending graph computes from."""
+    from flowlite.frontend.control_flow import scan_p
+    seen, stack, found = set(), [t._node], []
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n.op is scan_p:
+            found.append(n)
+        stack.extend(n.inputs)
+    return found
+
+
+def test_the_backward_reads_the_forwards_saved_steps_instead_of_recomputing_them(x64):
+    # a differentiable forward keeps its steps' values (residuals); the backward body reads
+    # them (scan_saved) and runs only the derivative: no tanh in it (tanh' = 1 - tanh^2)
+    from flowlite.frontend.control_flow import scan_saved
+    W, h0, xs = _r(4, 4, seed=1) * 0.5, _r(2, 4, seed=3), _r(5, 2, 4, seed=4)
+    Wt = fl.tensor(W, requires_grad=True)
+    h, _ = fl.scan(lambda h, x: (fl.tanh(h @ Wt + x), None), fl.tensor(h0), fl.tensor(xs))
+    (g,) = fl.grad((h ** 2).sum(), Wt)
+    fwd, = _scan_nodes(h)
+    assert fwd.attrs[7] > 0                          # it kept residuals
+    bwd = [n for n in _scan_nodes(g) if n is not fwd]
+    assert len(bwd) == 1
+    ops = [e[0] for e in bwd[0].attrs[0]]
+    assert scan_saved in ops and not any(p.name == "tanh" for p in ops)
+
+    def jref(W):
+        h, _ = jax.lax.scan(lambda h, x: (jnp.tanh(h @ W + x), None), h0, xs)
+        return (h ** 2).sum()
+    np.testing.assert_allclose(g.numpy(), np.asarray(jax.grad(jref)(W)), rtol=1e-10)
+
+
+def test_a_scan_nothing_differentiates_keeps_no_residuals():
+    W = fl.randn(4, 4)
+    h, _ = fl.scan(lambda h, x: (fl.tanh(h @ W + x), None), fl.zeros(2, 4), fl.randn(5, 2, 4))
+    with fl.no_grad():
+        h2, _ = fl.scan(lambda h, x: (fl.tanh(h @ W + x), None), fl.zeros(2, 4),
+                        fl.randn(5, 2, 4, requires_grad=True))
+    assert _scan_nodes(h)[0].attrs[7] == 0 and _scan_nodes(h2)[0].attrs[7] == 0

@@ -5,7 +5,8 @@ The Python body runs once, on placeholder tensors, and its ops become a small
 program stored in the node's attributes.  Tensors the body reads from outside
 (weights, constants) become extra inputs.  The VJP is another scan, running in
 reverse: each step replays the body program on the saved carry and applies
-flowlite's own tape to it.
+flowlite's own tape to it; the replayed entries read the values the forward kept
+(residuals), so only the derivative runs.
 
 Layer: frontend — imports backward, engine.buckets, engine.ir, engine.runtime, engine.tape, ops,
 primitives, tensor.
@@ -190,7 +191,7 @@ def _lower_scan(attrs, *xs, valid=None):
     """lax.scan of the body program; with `valid` (a traced step count: buckets' padded
     length) only the first `valid` steps run (in reverse: steps valid-1 .. 0), as a while
     loop, and the stacked outputs past them hold zeros."""
-    program, out_refs, nc, nx, nk, length, reverse = attrs
+    program, out_refs, nc, nx, nk, length, reverse, nres = attrs
     init, seqs, consts = xs[:nc], xs[nc:nc + nx], xs[nc + nx:]
 
     def body(carry, x):
@@ -230,7 +231,7 @@ def _bucket_scan(ctx, op, a, shape, ins, vals):
     """A scan over a padded length (an RNN over a batch's time steps): only the real steps
     run, so the final state, the stacked outputs of the real steps and the reverse
     (backward) scan's accumulated gradients are exact, and the padding costs no compute."""
-    program, out_refs, nc, nx, nk, length, reverse = a
+    program, out_refs, nc, nx, nk, length, reverse, nres = a
     if not isinstance(length, Sym):
         if B._syms(a) or any(B._syms(s) for s in ins):
             raise B.Unsupported("scan with a padded carry or weight")
@@ -241,29 +242,58 @@ def _bucket_scan(ctx, op, a, shape, ins, vals):
             raise B.Unsupported("scan whose carry or weights have the padded length")
     if B._syms((program, out_refs)):
         raise B.Unsupported("scan whose body depends on the padded length")
-    return _lower_scan((program, out_refs, nc, nx, nk, length.phys(ctx.S), reverse), *vals,
+    return _lower_scan((program, out_refs, nc, nx, nk, length.phys(ctx.S), reverse, nres), *vals,
                        valid=ctx.val(length))
 
 
-def replay(program, out_refs, args):
-    """Re-record a body program as flowlite ops on `args` (tensors)."""
+def replay(program, out_refs, args, saved=None):
+    """Re-record a body program as flowlite ops on `args` (tensors).  `saved`: {entry:
+    tensor} values the forward kept (residuals): those entries are recorded with their
+    op's gradient but computed as the saved value, so the backward does not recompute
+    the forward step."""
     env = list(args)
-    for prim, a, ins, shape, dt in program:
-        env.append(apply(prim, tuple(env[i] for i in ins), a, shape, dt))
+    for k, (prim, a, ins, shape, dt) in enumerate(program):
+        t = apply(prim, tuple(env[i] for i in ins), a, shape, dt)
+        r = saved.get(k) if saved else None
+        if r is not None:       # the tape keeps prim's GradFn; the node reads the residual
+            n = t._node
+            n.op, n.inputs, n.attrs = scan_saved, (r._node,), ()
+        env.append(t)
     return [env[i] for i in out_refs]
 
 
+# an entry of a backward body that reads the forward's saved value of that entry
+scan_saved = Prim("scan_saved", lambda attrs, x: x, None, nondiff=True)
+
+
+def _residuals(program, base):
+    """The body entries the forward keeps for the backward (every single-output one: the
+    backward then runs only the derivative, as jax.grad of lax.scan does): their refs."""
+    return tuple(base + k for k, ins in enumerate(program) if not ins[0].multi)
+
+
 def _scan_vjp(attrs, inputs, out, g):
-    program, out_refs, nc, nx, nk, length, reverse = attrs
+    program, out_refs, nc, nx, nk, length, reverse, nres = attrs
     init, seqs, consts = inputs[:nc], inputs[nc:nc + nx], inputs[nc + nx:]
-    ny = len(out_refs) - nc
+    ny = len(out_refs) - nc             # the body's outputs, then its residuals
+    nyu = ny - nres
     # the stacked per-step input carries are outputs nc+ny.. of the forward node
     n_out = nc + ny + nc
     saved = [apply(P.tuple_get, (out,), (nc + ny + j, n_out),
                    (length,) + tuple(init[j].shape), init[j].dtype) for j in range(nc)]
+    create_graph = is_grad_enabled()
+    # the residuals (not with create_graph: a backward differentiated again replays the
+    # body, so its gradient reaches the forward's inputs through the replay)
+    res_at = {}
+    if not create_graph:
+        base = nc + nx + nk
+        for j, r in enumerate(out_refs[nc + nyu:]):
+            prim, a, ins, shape, dt = program[r - base]
+            res_at[r - base] = apply(P.tuple_get, (out,), (nc + nyu + j, n_out),
+                                     (length,) + tuple(shape), dt)
     ct_final = [g[j] if g[j] is not None else F.zeros_like(init[j]) for j in range(nc)]
     ct_ys = []
-    for j in range(ny):
+    for j in range(nyu):
         gy = g[nc + j]
         if gy is None:
             gy = F.zeros(_out_shape(out, nc + j), dtype=_out_dtype(out, nc + j),
@@ -275,12 +305,13 @@ def _scan_vjp(attrs, inputs, out, g):
     float_mask_c = [c.dtype.is_floating_point for c in init]
     float_mask_x = [x.dtype.is_floating_point for x in seqs]
     float_mask_k = [k.dtype.is_floating_point for k in consts]
-    create_graph = is_grad_enabled()
+    body_refs = out_refs[:nc + nyu]
+    res_entries = list(res_at)
     ct_k0 = [F.zeros_like(k) for k, m in zip(consts, float_mask_k) if m]
 
     def bwd_body(carry, x):
         ct_c, ct_k = carry
-        c_t, x_t, cty_t, cts_t = x
+        c_t, x_t, cty_t, cts_t, res_t = x
         c_req = [Tensor(c._node).requires_grad_() if m else Tensor(c._node)
                  for c, m in zip(c_t, float_mask_c)]
         x_req = [Tensor(v._node).requires_grad_() if m else Tensor(v._node)
@@ -289,7 +320,8 @@ def _scan_vjp(attrs, inputs, out, g):
         # create_graph=True differentiates through them (higher-order grads)
         k_req = [k if m else Tensor(k._node) for k, m in zip(consts, float_mask_k)]
         with enable_grad():
-            outs = replay(program, out_refs, c_req + x_req + k_req)
+            outs = replay(program, body_refs, c_req + x_req + k_req,
+                          dict(zip(res_entries, res_t)))
         roots, cts = [], []
         for o, ct in zip(outs, list(ct_c) + list(cty_t)):
             if o.requires_grad:
@@ -315,13 +347,13 @@ def _scan_vjp(attrs, inputs, out, g):
     if not create_graph:
         # the traced body depends on the forward's program and its operands' shapes and
         # dtypes only; it captures the forward's constants (weights) and constants
-        key = (program, out_refs, nc, nx, nk, reverse,
+        key = (program, out_refs, nc, nx, nk, reverse, nres,
                tuple((tuple(t.shape), t.dtype) for t in list(init) + list(consts)),
                tuple((tuple(t.shape[1:]), t.dtype) for t in seqs),
                tuple(t.dtype for t in ct_final + ct_ys + ct_saved))
         cache = (key, [k._node for k in consts])
     (ct_init, ct_k), ct_xs = _scan(bwd_body, (ct_final, ct_k0),
-                                   (saved, list(seqs), ct_ys, ct_saved),
+                                   (saved, list(seqs), ct_ys, ct_saved, list(res_at.values())),
                                    length, not reverse, cache)
     grads = []
     for c, m, gc in zip(init, float_mask_c, ct_init):
@@ -396,12 +428,20 @@ def _scan(fn, init, xs, length, reverse, cache=None):
     const_tensors = [Tensor(k) for k in consts]
     for t, e in zip(const_tensors, edges):
         t._edge = e
-    attrs = (program, out_refs, nc, nx, nk, int(length), bool(reverse))
+    res_refs = ()
+    if cache is None and is_grad_enabled() and any(
+            t.requires_grad for t in c_leaves + x_leaves + const_tensors):
+        # a differentiable forward keeps its steps' values for the backward (residuals)
+        res_refs = _residuals(program, nc + nx + nk)
+    attrs = (program, out_refs + res_refs, nc, nx, nk, int(length), bool(reverse),
+             len(res_refs))
+    res_specs = [(program[r - nc - nx - nk][3], program[r - nc - nx - nk][4])
+                 for r in res_refs]
     shapes = tuple(tuple(c.shape) for c in c_leaves) + \
-        tuple((length,) + shp for shp, _ in y_specs) + \
+        tuple((length,) + tuple(shp) for shp, _ in list(y_specs) + res_specs) + \
         tuple((length,) + tuple(c.shape) for c in c_leaves)
-    dts = tuple(c.dtype for c in c_leaves) + tuple(dt for _, dt in y_specs) + \
-        tuple(c.dtype for c in c_leaves)
+    dts = tuple(c.dtype for c in c_leaves) + \
+        tuple(dt for _, dt in list(y_specs) + res_specs) + tuple(c.dtype for c in c_leaves)
     out = apply(scan_p, tuple(c_leaves) + tuple(x_leaves) + tuple(const_tensors), attrs,
                 shapes, dts)
     n_out = len(shapes)
