@@ -1,8 +1,8 @@
 """Training loops whose shapes change from step to step (issue 35), written as a PyTorch user
 writes them; run with PyTorch or with flowlite (`import flowlite as torch`).
 
-    python bench/varlen_loops.py {lstm,encoder,mlp} {torch,flowlite} [--steps N] [--seed S]
-                                 [--fixed T]
+    python bench/varlen_loops.py {lstm,encoder,mlp} {torch,flowlite,jax} [--steps N]
+                                 [--seed S] [--fixed T]
     python bench/varlen_loops.py table [--steps 40] [--long 400]
 
 - lstm: an LSTM language model (vocab 64, embedding 32, hidden 64, batch 8), every batch of a
@@ -10,6 +10,9 @@ writes them; run with PyTorch or with flowlite (`import flowlite as torch`).
 - encoder: a 2-layer nn.TransformerEncoder classifier (d 32, 4 heads, batch 8), padded batches
   whose longest sequence is drawn in [8, 96], `src_key_padding_mask`, masked mean pooling, Adam;
 - mlp: an MLP over 3 epochs of 100 samples in batches of 32 (a smaller last batch), SGD.
+
+`jax` (lstm only): the same model hand-written in JAX + optax, one jitted step (lax.scan,
+Adam, donated parameters) that JAX compiles once per length, as a JAX user would write it.
 
 The data comes from numpy with the seed, so both backends see the same batches; the initial
 weights are copied from one state_dict (numpy) so both start equal.  Prints one JSON line
@@ -28,6 +31,7 @@ import argparse
 import json
 import sys
 import time
+from functools import partial
 
 import numpy as np
 
@@ -129,6 +133,57 @@ def run(torch, kind, steps, seed=0, fixed=None):
     return losses, times, time.perf_counter() - t_all
 
 
+def run_jax(kind, steps, seed=0, fixed=None):
+    """The lstm loop in hand-written JAX + optax (same weights, batches and losses)."""
+    if kind != "lstm":
+        raise SystemExit("the jax backend has the lstm loop only")
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    shapes = {"emb.weight": (64, 32), "rnn.weight_ih_l0": (256, 32),
+              "rnn.weight_hh_l0": (256, 64), "rnn.bias_ih_l0": (256,),
+              "rnn.bias_hh_l0": (256,), "head.weight": (64, 64), "head.bias": (64,)}
+
+    class _Shapes:      # init_state reads the names and shapes of a state_dict
+        def state_dict(self):
+            return {k: np.empty(v) for k, v in shapes.items()}
+    p = {k: jnp.asarray(v) for k, v in init_state(_Shapes(), seed).items()}
+
+    def loss_fn(p, x, y):
+        xw = jnp.swapaxes(p["emb.weight"][x], 0, 1) @ p["rnn.weight_ih_l0"].T \
+            + p["rnn.bias_ih_l0"] + p["rnn.bias_hh_l0"]
+
+        def cell(c, xt):
+            h, cc = c
+            i, f, g, o = jnp.split(xt + h @ p["rnn.weight_hh_l0"].T, 4, -1)
+            cc = jax.nn.sigmoid(f) * cc + jax.nn.sigmoid(i) * jnp.tanh(g)
+            h = jax.nn.sigmoid(o) * jnp.tanh(cc)
+            return (h, cc), h
+        z = jnp.zeros((x.shape[0], 64), jnp.float32)
+        _, hs = jax.lax.scan(cell, (z, z), xw)
+        logits = jnp.swapaxes(hs, 0, 1).reshape(-1, 64) @ p["head.weight"].T + p["head.bias"]
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y.reshape(-1)).mean()
+
+    opt = optax.adam(1e-3)
+
+    @partial(jax.jit, donate_argnums=(0, 1))
+    def step(p, s, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        u, s = opt.update(g, s, p)
+        return optax.apply_updates(p, u), s, loss
+
+    s = opt.init(p)
+    losses, times = [], []
+    t_all = time.perf_counter()
+    for x, y in batches(kind, steps, seed, fixed):
+        t0 = time.perf_counter()
+        p, s, loss = step(p, s, x, y)
+        losses.append(float(loss))
+        times.append(time.perf_counter() - t0)
+    return losses, times, time.perf_counter() - t_all, step._cache_size()
+
+
 def _one(kind, backend, steps, buckets=True):
     import os
     import subprocess
@@ -151,11 +206,15 @@ def _padding(kind, steps):
     return sum(bucket_for(n) for n in lens[2:]) / sum(lens[2:])
 
 
+def _median(xs):
+    return sorted(xs)[len(xs) // 2]
+
+
 def table(steps, long):
     print(f"| loop | PyTorch {steps} steps | flowlite buckets | compiles | flowlite exact "
-          f"| compiles | buckets/exact | max loss diff (rel) | median step PyTorch / "
-          f"flowlite ({long} steps) | ratio | padded compute |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          f"| compiles | buckets/exact | JAX+optax | compiles | max loss diff (rel) | median "
+          f"step PyTorch / flowlite / JAX ({long} steps) | flowlite/PyTorch | padded compute |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for kind in ("lstm", "encoder", "mlp"):
         t = _one(kind, "torch", steps)
         b = _one(kind, "flowlite", steps)
@@ -165,12 +224,21 @@ def table(steps, long):
         # the steps after the last one that compiled (a step > 0.25 s)
         slow = [i for i, v in enumerate(lb["step_s"]) if v > 0.25]
         tail = lb["step_s"][slow[-1] + 1 if slow else 0:] or lb["step_s"][-1:]
-        mt = sorted(lt["step_s"])[len(lt["step_s"]) // 2]
-        mb = sorted(tail)[len(tail) // 2]
+        mt, mb = _median(lt["step_s"]), _median(tail)
+        jx, mj = "-", "-"
+        if kind == "lstm":      # JAX compiles per length: its steps at a length seen before
+            j, lj = _one(kind, "jax", steps), _one(kind, "jax", long)
+            lens = [x.shape[1] for x, _ in batches(kind, long, 0)]
+            seen = [lj["step_s"][i] for i, n in enumerate(lens) if n in lens[:i]]
+            jx = f"{j['total_s']:.2f} s | {j['compiles']}"
+            mj = f"{_median(seen) * 1e3:.2f}"
+            diff = max([diff] + [abs(x - y) / abs(y) for x, y in zip(j["losses"], t["losses"])])
+        else:
+            jx = "- | -"
         print(f"| {kind} | {t['total_s']:.2f} s | {b['total_s']:.2f} s | {b['compiles']} | "
               f"{e['total_s']:.2f} s | {e['compiles']} | {b['total_s'] / e['total_s']:.2f} | "
-              f"{diff:.1e} | {mt * 1e3:.2f} / {mb * 1e3:.2f} ms | {mb / mt:.2f} | "
-              f"{_padding(kind, long):.2f}x |")
+              f"{jx} | {diff:.1e} | {mt * 1e3:.2f} / {mb * 1e3:.2f} / {mj} ms | "
+              f"{mb / mt:.2f} | {_padding(kind, long):.2f}x |")
 
 
 def main(argv=None):
@@ -183,18 +251,22 @@ def main(argv=None):
         return table(a.steps, a.long)
     ap = argparse.ArgumentParser()
     ap.add_argument("kind", choices=("lstm", "encoder", "mlp"))
-    ap.add_argument("backend", choices=("torch", "flowlite"))
+    ap.add_argument("backend", choices=("torch", "flowlite", "jax"))
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fixed", type=int, default=None, help="every batch of this length")
     a = ap.parse_args(argv)
-    if a.backend == "torch":
-        import torch
+    compiles = None
+    if a.backend == "jax":
+        losses, times, total, compiles = run_jax(a.kind, a.steps, a.seed, a.fixed)
     else:
-        import flowlite as torch
-    losses, times, total = run(torch, a.kind, a.steps, a.seed, a.fixed)
+        if a.backend == "torch":
+            import torch
+        else:
+            import flowlite as torch
+        losses, times, total = run(torch, a.kind, a.steps, a.seed, a.fixed)
     res = {"kind": a.kind, "backend": a.backend, "steps": len(times), "total_s": total,
-           "losses": losses, "step_s": times}
+           "losses": losses, "step_s": times, "compiles": compiles}
     if a.backend == "flowlite":
         c = torch.metrics.counters()
         res["compiles"] = c["compiles"]

@@ -287,3 +287,13 @@ def test_a_failed_bucketed_step_raises_and_commits_nothing():
     loss.backward()
     o.step()
     assert np.isfinite(loss.item())
+
+
+def test_the_hand_written_jax_lstm_loop_computes_pytorchs_losses():
+    """The bench's JAX + optax baseline trains the same model: its losses are PyTorch's."""
+    import torch
+    from bench import varlen_loops as V
+    want, _, _ = V.run(torch, "lstm", 4, fixed=20)
+    got, _, _, compiles = V.run_jax("lstm", 4, fixed=20)
+    np.testing.assert_allclose(got, want, rtol=2e-5)
+    assert compiles == 1
