@@ -665,9 +665,9 @@ def leaf_nodes(tpl, nodes):
 
 
 def prepare(tpl, s, nodes, outs, chk, device, step=False, donate=(), guards=()):
-    """(executable, arguments, output shapes with Sym, compile seconds or None on a hit) for
-    length `s`, or None when no bucket can hold it.  Raises Unsupported for a graph no
-    bucket can run.  `step`: the graph updates tensors in place (a training step);
+    """(executable, arguments, output shapes with Sym (None: not padded), compile seconds or
+    None on a hit) for length `s`, or None when no bucket can hold it.  Raises Unsupported
+    for a graph no bucket can run.  `step`: the graph updates tensors in place (a training step);
     `donate`: leaf argument positions whose buffers the program may reuse; `guards`:
     (output, leaf argument) pairs of in-place updates that keep the leaf's value when a
     check fails."""
@@ -694,13 +694,19 @@ def prepare(tpl, s, nodes, outs, chk, device, step=False, donate=(), guards=()):
             S = cap.limit
             continue
         exe.bucket = S
-        got = tpl.exes[(S, donate, guards)] = (exe, [skel[j][2] for j in outs])
+        # the output shapes (None: not padded) and each leaf argument's node and padded
+        # shape (None: passed as it is), fixed for the bucket
+        got = tpl.exes[(S, donate, guards)] = (
+            exe, [skel[j][2] if padded_shape(skel[j][2]) else None for j in outs],
+            [(j, e[2] if _syms(e[2]) else None) for j, e in enumerate(skel)
+             if e[0] is ir.DATA])
         break
     else:
         return None
-    exe, out_shapes = got
-    args = [_padded_leaf(leaf_value(n), n.shape, shp, S, device)
-            for n, shp in _leaves(skel, nodes)]
+    exe, out_shapes, plan = got
+    args = [leaf_value(nodes[j]) if shp is None else
+            _padded_leaf(leaf_value(nodes[j]), nodes[j].shape, shp, S, device)
+            for j, shp in plan]
     packs = _pack(skel, nodes)
     if packs:
         args.append(tuple(jax.device_put(p, device.jax_device) for p in packs))

@@ -559,8 +559,31 @@ def _note_run(t0, t1, t2, n_nodes, cause):
     causes.pop(epoch - 64, None)
 
 
-_families_seen: dict = {}    # exact graph key -> (family key, its integers, check masks)
+# exact graph key -> [family key, its integers, _Structure, plan]; plan: (the family's
+# template, whether the graph updates in place, (output, leaf argument, leaf) of each update)
+_families_seen: dict = {}
 on_clear(_families_seen.clear)
+
+
+def _bucket_plan(tpl, nodes, key, roots, leaves, st):
+    """(tpl, whether the graph updates tensors in place, (output, leaf argument position,
+    leaf index) of each update, by argument position)."""
+    step = False
+    for r, shp in zip(roots, buckets.root_shapes(tpl, nodes, key[2])):
+        if _replaced_input(r) is not None:
+            if buckets.padded_shape(shp):
+                # a parameter whose shape follows the length (models of several widths):
+                # its updates stay exact rather than live padded
+                raise buckets.Unsupported("an in-place update of a tensor whose shape "
+                                          "follows the length")
+            step = True
+    pairs = ()
+    if step:
+        arg_of = {id(n): p for p, n in enumerate(buckets.leaf_nodes(tpl, nodes))}
+        pairs = tuple(sorted(((i, arg_of.get(id(leaves[j])), j)
+                              for i, j in enumerate(st.partners) if j is not None),
+                             key=lambda t: -1 if t[1] is None else t[1]))
+    return tpl, step, pairs
 
 
 def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exact_key):
@@ -577,11 +600,11 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exac
         if fam is None:
             return False
         key, ints, nodes = fam
-        _families_seen[exact_key] = (key, ints, st)
+        seen = _families_seen[exact_key] = [key, ints, st, None]
         if len(_families_seen) > 1024:
             del _families_seen[next(iter(_families_seen))]
     else:       # a length seen before: its family key and integers are known
-        key, ints, st = seen
+        key, ints, st, _ = seen
         donate = st.donatable(leaves)
         nodes = buckets.family_nodes(order, leaves, scalars)
     got = buckets.lookup(key, ints)
@@ -590,26 +613,18 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exac
     tpl, s = got
     hits0 = metrics.persistent_hits()
     try:
-        step = False
-        for r, shp in zip(roots, buckets.root_shapes(tpl, nodes, key[2])):
-            if _replaced_input(r) is not None:
-                if buckets.padded_shape(shp):
-                    # a parameter whose shape follows the length (models of several
-                    # widths): its updates stay exact rather than live padded
-                    raise buckets.Unsupported("an in-place update of a tensor whose shape "
-                                              "follows the length")
-                step = True
+        plan = seen[3]
+        if plan is None or plan[0] is not tpl:      # the same for every run of this graph
+            plan = seen[3] = _bucket_plan(tpl, nodes, key, roots, leaves, st)
+        _, step, pairs = plan
         guards, give = (), ()
         if step:
             # in-place updates keep their leaves' values when a check fails (so their
             # buffers can be donated, as in an exact step)
-            arg_of = {id(n): p for p, n in enumerate(buckets.leaf_nodes(tpl, nodes))}
-            pairs = [(i, arg_of.get(id(leaves[j])), j) for i, j in enumerate(st.partners)
-                     if j is not None]
             if checks:
                 guards = tuple((i, p) for i, p, _ in pairs if p is not None)
             mine = set(donate)
-            give = tuple(sorted(p for _, p, j in pairs if p is not None and j in mine))
+            give = tuple(p for _, p, j in pairs if p is not None and j in mine)
         ran = buckets.prepare(tpl, s, nodes, key[2], key[3], device, step, give, guards)
     except buckets.Unsupported as e:
         site = getattr(e.node, "site", None)
@@ -643,7 +658,7 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exac
         for i in exe.guarded:       # kept the leaf's old value: stands
             failed[1].pop(i, None)
     for r, v, shp in zip(roots, outs, out_shapes):
-        if buckets.padded_shape(shp):
+        if shp is not None:
             buckets.unpad(r, v)     # stays padded on the device; reads slice it
             continue
         if type(v) is tuple:        # a multi-output op's results (an RNN's scan, kept for
