@@ -297,3 +297,30 @@ def test_the_hand_written_jax_lstm_loop_computes_pytorchs_losses():
     got, _, _, compiles = V.run_jax("lstm", 4, fixed=20)
     np.testing.assert_allclose(got, want, rtol=2e-5)
     assert compiles == 1
+
+
+def test_a_smaller_last_batch_costs_one_extra_compile_in_training_and_in_evaluation():
+    # 3 epochs of 100 samples in batches of 32 (32, 32, 32, 4): training compiles the step
+    # for 32 and for 4; evaluation (no_grad, .item()) its forward for 32 and for 4
+    fl.manual_seed(0)
+    rng = np.random.default_rng(0)
+    X, Y = rng.standard_normal((100, 20)).astype(np.float32), rng.integers(0, 5, 100)
+    model = nn.Sequential(nn.Linear(20, 16), nn.ReLU(), nn.Linear(16, 5))
+    o = fl.optim.SGD(model.parameters(), lr=0.1)
+    c0 = fl.metrics.counters()["compiles"]
+    for _ in range(3):
+        for i in range(0, 100, 32):
+            loss = F.cross_entropy(model(fl.tensor(X[i:i + 32])), fl.tensor(Y[i:i + 32]))
+            o.zero_grad()
+            loss.backward()
+            o.step()
+            loss.item()
+    c1 = fl.metrics.counters()["compiles"]
+    assert c1 - c0 == 2
+    with fl.no_grad():
+        for _ in range(3):
+            correct = 0
+            for i in range(0, 100, 32):
+                out = model(fl.tensor(X[i:i + 32]))
+                correct += (out.argmax(1) == fl.tensor(Y[i:i + 32])).sum().item()
+    assert fl.metrics.counters()["compiles"] - c1 == 2
