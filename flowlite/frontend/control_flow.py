@@ -266,10 +266,17 @@ def replay(program, out_refs, args, saved=None):
 scan_saved = Prim("scan_saved", lambda attrs, x: x, None, nondiff=True)
 
 
+# ops the backward recomputes from the kept values rather than keep their own (a copy, a
+# layout change or an add: free in the fused loop body, and as large as what they read)
+_RECOMPUTED = frozenset({"add", "sub", "neg", "slice", "reshape", "transpose", "broadcast_to",
+                         "convert", "concatenate", "view_read", "stop_gradient", "tuple_get"})
+
+
 def _residuals(program, base):
-    """The body entries the forward keeps for the backward (every single-output one: the
-    backward then runs only the derivative, as jax.grad of lax.scan does): their refs."""
-    return tuple(base + k for k, ins in enumerate(program) if not ins[0].multi)
+    """The body entries the forward keeps for the backward, so that it runs the derivative
+    rather than the step again, as jax.grad of lax.scan does: their refs."""
+    return tuple(base + k for k, ins in enumerate(program)
+                 if not ins[0].multi and ins[0].name not in _RECOMPUTED)
 
 
 def _scan_vjp(attrs, inputs, out, g):
