@@ -124,12 +124,18 @@ def _compile_seconds(T):
 
 
 def test_lstm_compile_time_does_not_grow_with_sequence_length():
+    import jax
     fl.set_buckets(False)            # exact programs at each length (no padded bucket)
+    # both compiled here: a program loaded from the persistent cache (an earlier run, or
+    # another test of this one) takes a fraction of a compile
+    cached = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
     try:
         _compile_seconds(3)              # warm jax's own caches
         (t16, n16), (t256, n256) = _compile_seconds(16), _compile_seconds(256)
     finally:
         fl.set_buckets(True)
+        jax.config.update("jax_enable_compilation_cache", cached)
     assert n256 == n16               # one scan, whatever the length: the same program size
     # (an unrolled 256-step LSTM compiles for seconds; the margin absorbs a busy machine)
     assert t256 <= 3 * t16 + 0.25, (t16, t256)
