@@ -667,8 +667,8 @@ def leaf_nodes(tpl, nodes):
 def prepare(tpl, s, nodes, outs, chk, device, step=False, donate=(), guards=()):
     """(executable, arguments, output shapes with Sym (None: not padded), compile seconds or
     None on a hit) for length `s`, or None when no bucket can hold it.  Raises Unsupported
-    for a graph no bucket can run.  `step`: the graph updates tensors in place (a training step);
-    `donate`: leaf argument positions whose buffers the program may reuse; `guards`:
+    for a graph no bucket can run.  `step`: the graph updates tensors in place (a training
+    step); `donate`: leaf argument positions whose buffers the program may reuse; `guards`:
     (output, leaf argument) pairs of in-place updates that keep the leaf's value when a
     check fails."""
     if tpl.skeleton is None:

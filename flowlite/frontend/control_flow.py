@@ -242,8 +242,8 @@ def _bucket_scan(ctx, op, a, shape, ins, vals):
             raise B.Unsupported("scan whose carry or weights have the padded length")
     if B._syms((program, out_refs)):
         raise B.Unsupported("scan whose body depends on the padded length")
-    return _lower_scan((program, out_refs, nc, nx, nk, length.phys(ctx.S), reverse, nres), *vals,
-                       valid=ctx.val(length))
+    return _lower_scan((program, out_refs, nc, nx, nk, length.phys(ctx.S), reverse, nres),
+                       *vals, valid=ctx.val(length))
 
 
 def replay(program, out_refs, args, saved=None):
@@ -273,10 +273,10 @@ _RECOMPUTED = frozenset({"add", "sub", "neg", "slice", "reshape", "transpose", "
 
 
 def _residuals(program, base):
-    """The body entries the forward keeps for the backward, so that it runs the derivative
-    rather than the step again, as jax.grad of lax.scan does: their refs."""
-    return tuple(base + k for k, ins in enumerate(program)
-                 if not ins[0].multi and ins[0].name not in _RECOMPUTED)
+    """The body entries the forward keeps for the backward (flowlite's tape then runs only
+    the derivative, not the step again): their refs."""
+    return tuple(base + k for k, (prim, *_) in enumerate(program)
+                 if not prim.multi and prim.name not in _RECOMPUTED)
 
 
 def _scan_vjp(attrs, inputs, out, g):
@@ -295,7 +295,7 @@ def _scan_vjp(attrs, inputs, out, g):
     if not create_graph:
         base = nc + nx + nk
         for j, r in enumerate(out_refs[nc + nyu:]):
-            prim, a, ins, shape, dt = program[r - base]
+            shape, dt = program[r - base][3:]
             res_at[r - base] = apply(P.tuple_get, (out,), (nc + nyu + j, n_out),
                                      (length,) + tuple(shape), dt)
     ct_final = [g[j] if g[j] is not None else F.zeros_like(init[j]) for j in range(nc)]
