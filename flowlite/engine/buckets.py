@@ -41,6 +41,9 @@ UNPAD = ir.Prim("unpad", lambda a, x: lax.slice(x, (0,) * x.ndim, a[0]), nondiff
 
 _state = {"on": os.environ.get("FLOWLITE_BUCKETS", "1") not in ("0", "off", "false")}
 _MIN_BUCKET = 16
+# a family cut from a loop that grows without a read (cuts.py) keeps growing: its buckets
+# start here, so a loop of a few hundred steps runs in one program
+GROW_MIN_BUCKET = 512
 _families: collections.OrderedDict = collections.OrderedDict()
 _MAX_FAMILIES = 64
 _memo: dict = {}            # node signature -> (family signature, its integers)
@@ -176,13 +179,14 @@ class _Family:
 
 class _Template:
     """The family's integers as K*s + C, s being the integer at position `ref` (K[ref] == 1)."""
-    __slots__ = ("K", "C", "ref", "exes", "bad", "skeleton")
+    __slots__ = ("K", "C", "ref", "exes", "bad", "skeleton", "grows")
 
     def __init__(self, K, C, ref):
         self.K, self.C, self.ref = K, C, ref
         self.exes = {}
         self.bad = False
         self.skeleton = None
+        self.grows = False      # a loop cut into pieces (cuts.py): larger buckets
 
     def match(self, V):
         s = int(V[self.ref])
@@ -191,9 +195,9 @@ class _Template:
         return None
 
 
-def _infer(V0, V1, V2):
+def _infer(V0, V1, V2, two=False):
     """A template through V1 and V2 (the differences in one ratio per integer) that V0 also
-    satisfies, or None."""
+    satisfies (unless `two`: V1 and V2 alone), or None."""
     D = V2 - V1
     nz = np.flatnonzero(D)
     if not len(nz):
@@ -208,13 +212,15 @@ def _infer(V0, V1, V2):
     ref = int(ones[0])
     C = V2 - K * int(V2[ref])
     tpl = _Template(K, C, ref)
-    if tpl.match(V0) is None or tpl.match(V1) is None:
+    if not two and tpl.match(V0) is None or tpl.match(V1) is None:
         return None
     return tpl
 
 
-def lookup(key, V):
-    """(template, s) for this graph's integers, or None (compile it exactly)."""
+def lookup(key, V, grows=False):
+    """(template, s) for this graph's integers, or None (compile it exactly).  `grows`: the
+    graph is a piece of a loop cut where it grows (cuts.py): its second graph already
+    defines the template (the cut found the repetition), and its buckets are larger."""
     fam = _families.get(key)
     if fam is None:
         fam = _families[key] = _Family()
@@ -227,19 +233,25 @@ def lookup(key, V):
         if s is not None:
             return (None if tpl.bad else tpl), s
     found = None
-    if len(fam.hist) == 2:
-        tpl = _infer(fam.hist[0], fam.hist[1], V)
+    if grows and fam.hist:
+        tpl = _infer(fam.hist[-1], fam.hist[-1], V, two=True)
         if tpl is not None:
-            fam.templates.append(tpl)
-            del fam.templates[:-4]
-            found = (tpl, tpl.match(V))
+            tpl.grows = True
+    elif len(fam.hist) == 2:
+        tpl = _infer(fam.hist[0], fam.hist[1], V)
+    else:
+        tpl = None
+    if tpl is not None:
+        fam.templates.append(tpl)
+        del fam.templates[:-4]
+        found = (tpl, tpl.match(V))
     fam.hist.append(V)
     del fam.hist[:-2]
     return found
 
 
-def bucket_for(s):
-    b = _MIN_BUCKET
+def bucket_for(s, grows=False):
+    b = GROW_MIN_BUCKET if grows else _MIN_BUCKET
     while b < s:
         b *= 2
     return b
@@ -674,7 +686,7 @@ def prepare(tpl, s, nodes, outs, chk, device, step=False, donate=(), guards=()):
     if tpl.skeleton is None:
         tpl.skeleton = _skeleton(tpl, nodes)
     skel = tpl.skeleton
-    S = bucket_for(s)
+    S = bucket_for(s, tpl.grows)
     compile_s = None
     for _ in range(3):
         got = tpl.exes.get((S, donate, guards))
@@ -709,7 +721,8 @@ def prepare(tpl, s, nodes, outs, chk, device, step=False, donate=(), guards=()):
             for j, shp in plan]
     packs = _pack(skel, nodes)
     if packs:
-        args.append(tuple(jax.device_put(p, device.jax_device) for p in packs))
+        args.append(packs if device.type == "cpu" else     # (numpy: cache.scalar_pack)
+                    tuple(jax.device_put(p, device.jax_device) for p in packs))
     args.append(np.asarray(s, np.int32))
     return exe, args, out_shapes, compile_s
 
@@ -816,11 +829,11 @@ def padded(value, logical, phys, device):
     elsewhere."""
     if tuple(value.shape) == tuple(phys):
         return value
-    if device.type == "cpu":
+    if device.type == "cpu":       # (the executable takes the numpy array as it is)
         arr = np.asarray(value)[tuple(slice(0, d) for d in logical)]
         out = np.zeros(phys, arr.dtype)
         out[tuple(slice(0, d) for d in logical)] = arr
-        return jax.device_put(out, device.jax_device)
+        return out
     key = (tuple(value.shape), tuple(logical), tuple(phys), value.dtype)
     fn = _pads.get(key)
     if fn is None:

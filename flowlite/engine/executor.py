@@ -37,6 +37,7 @@ from .tape import saved_pending_nodes
 
 _getrefcount = sys.getrefcount
 _DATA, _SCALAR = ir.DATA, ir.SCALAR
+_UNPAD = buckets.UNPAD
 
 
 def register_pending(ref) -> None:
@@ -96,9 +97,11 @@ def live_pending_roots(owners=None, stream=None) -> list:
 
 
 def _is_pending(n) -> bool:
-    # device-less nodes are shared baked constants: recomputed, never materialised
-    return n.op is not _DATA and n.op is not _SCALAR and n.op is not FAILED and \
-        n.device is not None
+    # device-less nodes are shared baked constants: recomputed, never materialised; a
+    # bucketed output (unpad) is already computed: the next graph takes its padded buffer
+    op = n.op
+    return op is not _DATA and op is not _SCALAR and op is not FAILED and \
+        op is not _UNPAD and n.device is not None
 
 
 def sync(cause: str = "explicit flowlite.sync()", extra_roots=(), defer_checks=False) -> None:
@@ -607,7 +610,7 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exac
         key, ints, st, _ = seen
         donate = st.donatable(leaves)
         nodes = buckets.family_nodes(order, leaves, scalars)
-    got = buckets.lookup(key, ints)
+    got = buckets.lookup(key, ints, rt.local.growing)
     if got is None or got[0] is None:
         return False
     tpl, s = got

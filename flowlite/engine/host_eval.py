@@ -80,6 +80,8 @@ def _eval(n, leaf, memo):
             memo[_COMPUTED] = True
         elif name in _VIEWS:
             v = _view(name, a, _eval(n.inputs[0], leaf, memo))
+        elif name == "unpad":           # a bucketed output: its padded buffer, cut to size
+            v = _eval(n.inputs[0], leaf, memo)[tuple(slice(0, d) for d in a[0])]
         elif name == "dyn_slice":       # a window whose offsets are data (host scalars)
             x = _eval(n.inputs[0], leaf, memo)
             starts = [int(_eval(i, leaf, memo)) for i in n.inputs[1:]]

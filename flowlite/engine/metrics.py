@@ -16,11 +16,12 @@ from .runtime import rt
 
 _C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_cache_hits": 0,
       "donated_buffers": 0, "replays": 0, "backward_templates": 0, "graph_nodes": 0, "ops": 0,
-      "rerolled_runs": 0, "rerolled_segments": 0, "rerolled_upgrades": 0,
+      "graph_cuts": 0, "rerolled_runs": 0, "rerolled_segments": 0, "rerolled_upgrades": 0,
       "trace_s": 0.0, "sync_s": 0.0, "compile_s": 0.0, "execute_s": 0.0}
 _sync_causes: collections.Counter = collections.Counter()
 _bucket_misses: dict = {}   # (why a length family could not be bucketed, its sync's cause) -> n
 _compile_log: list = []
+_cuts: collections.Counter = collections.Counter()   # (user's line, what was cut) -> n
 
 
 def counters() -> dict:
@@ -34,6 +35,7 @@ def reset() -> None:
     _sync_causes.clear()
     _bucket_misses.clear()
     _compile_log.clear()
+    _cuts.clear()
     _timing.last_end = None
     for hook in rt.on_reset:
         hook()
@@ -135,6 +137,19 @@ def note_bucket_miss(why: str, cause: str) -> None:
         del _bucket_misses[next(iter(_bucket_misses))]
 
 
+def note_cut(site: str, reason: str) -> None:
+    """A pending graph was cut into a piece at the user's line `site` (engine/cuts.py)."""
+    _C["graph_cuts"] += 1
+    _cuts[(site, reason)] += 1
+    if len(_cuts) > 256:
+        del _cuts[next(iter(_cuts))]
+
+
+def cuts() -> dict:
+    """{(user's line, what was cut): how many times} since the last reset."""
+    return dict(_cuts)
+
+
 def note_execution(t0: float, t1: float, t2: float) -> None:
     """t0: sync start, t1: executable ready, t2: dispatched.  Host time between
     the previous execution and this sync counts as tracing (recording ops)."""
@@ -173,6 +188,11 @@ def report() -> str:
                      f"loops ({c['rerolled_segments']} segments; FLOWLITE_REROLL=0 turns it off); "
                      f"{c['rerolled_upgrades']} replaced by their unrolled form after "
                      f"their first runs")
+    if _cuts:
+        lines.append("  graphs cut into pieces (a sequence grown without a read; "
+                     "FLOWLITE_GRAPH_CUTS=0 turns it off):")
+        for (site, why), n in _cuts.most_common(10):
+            lines.append(f"    {n:6d}  {why} at {site}")
     if _bucket_misses:
         lines.append("  length families compiled per length (an op without a padding rule):")
         for (why, cause), n in _bucket_misses.items():

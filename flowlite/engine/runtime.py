@@ -50,6 +50,7 @@ class _ThreadState(threading.local):
         self.unverified = None       # an execution whose check flags are still to be read
         self.stream = KeyStream()    # the graph key of the pending work, as it is recorded
         self.autocast = None         # {device type: dtype} inside autocast regions
+        self.growing = False         # True during a sync that cuts a growing graph (cuts.py)
 
 
 class Runtime:

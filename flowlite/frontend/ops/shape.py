@@ -1,7 +1,7 @@
 """Shape ops: reshape/view, flatten, squeeze, permute/transpose, expand, repeat, slicing
 primitives, cat/stack/split/chunk, tril/triu, pad.
 
-Layer: frontend — imports engine.buckets, engine.errors, engine.ir, engine.layout,
+Layer: frontend — imports engine.buckets, engine.cuts, engine.errors, engine.ir, engine.layout,
 engine.runtime, ops._core, ops._registry, ops.creation, ops.elementwise, tensor. The family's
 primitives (`<name>_p`) are declared here, beside the front end that records them: their
 gradient rules call the ops of this module and of those before it.
@@ -17,6 +17,7 @@ from jax import lax
 
 from ...engine.errors import ArgumentError, IndexRangeError
 from ...engine import buckets as B, ir, layout
+from ...engine.cuts import _state as _cuts, cut, extends_sequence
 from ...engine.runtime import rt
 from ..tensor import _norm_dim, _to_device, apply, Tensor
 from ._core import _promote, _shape_arg, as_tensor, broadcast_to, prim, reshape_p, to_dtype
@@ -502,10 +503,14 @@ def cat(tensors, dim=0):
     host = _host_join(tensors, d, dt, np.concatenate)
     if host is not None:
         return host
+    nodes = [t._node for t in tensors]
     tensors = [to_dtype(t, dt) for t in tensors]
     total = builtins.sum(t._node.shape[d] for t in tensors)
     shape = ref[:d] + (total,) + ref[d + 1:]
-    return apply(concatenate_p, tuple(tensors), (d,), shape, dt)
+    out = apply(concatenate_p, tuple(tensors), (d,), shape, dt)
+    if _cuts["on"] and out._edge is None and extends_sequence(nodes, concatenate_p, d):
+        cut(out._node, "a sequence grown by cat")    # a loop that grows without a read
+    return out
 
 
 
