@@ -46,6 +46,7 @@ from .engine.metrics import user_site as _user_site
 
 from .engine.cache import clear_cache, set_cache_limit
 from .engine.buckets import set_buckets, buckets_enabled  # noqa: E402
+from .engine.cuts import set_graph_cuts, graph_cuts_enabled  # noqa: E402
 from .engine.reroll import set_reroll, reroll_enabled  # noqa: E402
 # checked execution (index bounds, integer division by zero) and its errors
 from .frontend.checks import (set_checks, checks_enabled, IndexOutOfRangeError,  # noqa: E402

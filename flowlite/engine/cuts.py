@@ -42,13 +42,19 @@ def graph_cuts_enabled() -> bool:
 
 
 def extends_sequence(nodes, concat, dim) -> bool:
-    """Whether a `cat` of `nodes` along `dim` extends a growing sequence: one of them is a
-    pending concatenation along the same dimension, or the sequence the last cut carried."""
+    """Whether a `cat` of `nodes` along `dim` extends a growing sequence: one of them is the
+    sequence the last cut carried, or a pending concatenation along the same dimension of a
+    pending one (a chain of three: a model's nested `cat`s are not a loop)."""
     carry = _state["carry"]
     carry = carry() if carry is not None else None
+    at = (dim,)
     for n in nodes:
-        if n is carry or (n.op is concat and n.attrs == (dim,)):
+        if n is carry:
             return True
+        if n.op is concat and n.attrs == at:
+            for i in n.inputs:
+                if i.op is concat and i.attrs == at:
+                    return True
     return False
 
 

@@ -1,0 +1,123 @@
+"""Graphs that grow without a read run in pieces (flowlite/engine/cuts.py).
+
+A loop that extends a sequence with `cat` and reads nothing until the end runs one piece per
+step, the pieces bucketed by length: a few programs in all, and exactly what the loop computes
+when it reads every step (or is never cut)."""
+import numpy as np
+import pytest
+
+import flowlite as fl
+from flowlite import nn
+from flowlite.nn import functional as F
+
+
+@pytest.fixture(autouse=True)
+def _cuts_on():
+    fl.set_graph_cuts(True)
+    yield
+    fl.set_graph_cuts(True)
+
+
+class Bigram(nn.Module):
+    def __init__(self, vocab=13):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, vocab)
+
+    def forward(self, idx):
+        return self.tok(idx)
+
+    def generate(self, idx, n, read_each_step=False):
+        for _ in range(n):
+            logits = self(idx)[:, -1, :]
+            probs = F.softmax(logits, dim=-1)
+            idx_next = fl.multinomial(probs, num_samples=1)
+            if read_each_step:
+                int(idx_next[0, 0])
+            idx = fl.cat((idx, idx_next), dim=1)
+        return idx
+
+
+def _generate(n, read_each_step=False, seed=3):
+    fl.manual_seed(seed)
+    m = Bigram()
+    fl.sync()
+    c0 = fl.metrics.counters()
+    out = m.generate(fl.zeros((2, 1), dtype=fl.long), n, read_each_step).tolist()
+    c1 = fl.metrics.counters()
+    return out, {k: c1[k] - c0[k] for k in ("compiles", "executions", "graph_cuts")}
+
+
+def test_a_500_step_generation_without_a_read_compiles_at_most_3_programs_and_equals_reading_each_step():
+    fl.clear_cache()
+    out, c = _generate(500)
+    assert len(out[0]) == 501
+    assert c["compiles"] <= 3, c
+    assert c["graph_cuts"] == 498
+    ref, c_ref = _generate(500, read_each_step=True)
+    assert c_ref["graph_cuts"] == 0
+    assert out == ref
+
+
+def test_cut_pieces_equal_the_uncut_graph():
+    out, c = _generate(40, seed=5)
+    assert c["graph_cuts"] == 38
+    fl.set_graph_cuts(False)
+    ref, c_ref = _generate(40, seed=5)
+    assert c_ref["graph_cuts"] == 0 and c_ref["executions"] == 1
+    assert out == ref
+
+
+def test_a_float_sequence_grown_under_no_grad_is_cut_and_equals_the_uncut_graph(x64):
+    cell = nn.Linear(3, 3).double()
+
+    def run():
+        seq = fl.ones((4, 1, 3), dtype=fl.float64)
+        with fl.no_grad():
+            for _ in range(30):
+                seq = fl.cat([seq, fl.tanh(cell(seq[:, -1:, :])) + seq.mean(1, keepdim=True)], 1)
+        return seq.numpy()
+
+    c0 = fl.metrics.counters()["graph_cuts"]
+    got = run()
+    assert fl.metrics.counters()["graph_cuts"] - c0 == 28
+    fl.set_graph_cuts(False)
+    want = run()
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+
+
+def test_a_sequence_with_autograd_history_is_never_cut():
+    """A decoder that grows its outputs with cat in a training forward: the step stays one
+    executable."""
+    lin = nn.Linear(4, 4)
+    opt = fl.optim.SGD(lin.parameters(), lr=0.1)
+    x = fl.randn(2, 1, 4)
+    fl.sync()
+    c0 = fl.metrics.counters()
+    out = x
+    for _ in range(20):
+        out = fl.cat([out, lin(out[:, -1:, :])], 1)
+    loss = out.pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    c1 = fl.metrics.counters()
+    assert c1["graph_cuts"] == c0["graph_cuts"]
+    assert c1["executions"] - c0["executions"] == 1
+    assert np.isfinite(loss.item())
+
+
+def test_two_nested_cats_of_one_expression_are_not_cut():
+    a, b, c = fl.arange(3), fl.arange(2) + 10, fl.arange(4) + 20
+    c0 = fl.metrics.counters()["graph_cuts"]
+    out = fl.cat([fl.cat([a, b]), c])
+    assert fl.metrics.counters()["graph_cuts"] == c0
+    assert out.tolist() == [0, 1, 2, 10, 11, 20, 21, 22, 23]
+
+
+def test_the_cut_is_explained_in_the_report():
+    fl.metrics.reset()
+    _generate(6)
+    report = fl.metrics.report()
+    assert "graphs cut into pieces" in report
+    assert "a sequence grown by cat at test_cuts.py:" in report
+    assert fl.metrics.counters()["graph_cuts"] == 4
