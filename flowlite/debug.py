@@ -190,7 +190,10 @@ def on_compile(cause, order, leaves, scalars, roots, exe=None):
             if not flags["track_sites"]:
                 track_sites(True)
             _watch.auto_track_until = metrics._C["executions"] + 50
-        if n > _watch.recompile_warn_after and site not in _warned_sites:
+        # (a cut loop's pieces compile a bounded few programs as its length grows: the
+        # buckets' doing, nothing the user should pad)
+        if n > _watch.recompile_warn_after and site not in _warned_sites and \
+                not cause.startswith("graph cut:"):
             _warned_sites.add(site)
             warnings.warn(f"flowlite: {site} has recompiled {n} times. Last change: "
                           + "; ".join(changes) + ". Keep shapes/dtypes fixed (pad or drop the "

@@ -305,11 +305,11 @@ def _syms(x):
 
 class _Ctx:
     """S: the bucket; s: the traced length; step: the graph updates tensors in place (a
-    training step)."""
-    __slots__ = ("S", "s", "step")
+    training step); grows: a piece of a loop cut where it grows (cuts.py)."""
+    __slots__ = ("S", "s", "step", "grows")
 
-    def __init__(self, S, s, step=False):
-        self.S, self.s, self.step = S, s, step
+    def __init__(self, S, s, step=False, grows=False):
+        self.S, self.s, self.step, self.grows = S, s, step, grows
 
     def phys(self, shape):
         return tuple(d.phys(self.S) if isinstance(d, Sym) else d for d in shape)
@@ -785,7 +785,7 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs, step=False, donate=(), gu
 
     def run(*flat):
         env = load_arguments(len(skel), leaf_pos, scalar_map, flat)
-        ctx = _Ctx(S, flat[-1], step)
+        ctx = _Ctx(S, flat[-1], step, tpl.grows)
         for op, attrs, shape, in_shapes, rule, ins, j, dt in program:
             args = [env[i] for i in ins]
             try:

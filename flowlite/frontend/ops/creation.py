@@ -151,11 +151,12 @@ rng_multinomial_p = nondiff("rng_multinomial", _multinomial)
 
 
 def _rng_bucket(ctx, op, a, shape, ins, vals):
-    """A draw of a padded shape in a training step (dropout over a batch's length): each
-    element hashes its position in the logical shape, so the real elements get the exact
-    program's numbers, bit for bit.  Outside a training step a draw would stay a padded
-    buffer (parameters initialised for models of several widths): exact programs."""
-    if B._syms(a[1:]) or not ctx.step:
+    """A draw of a padded shape in a training step (dropout over a batch's length) or in a
+    piece of a loop cut where it grows (dropout left on while generating): each element
+    hashes its position in the logical shape, so the real elements get the exact program's
+    numbers, bit for bit.  Elsewhere a draw would stay a padded buffer (parameters
+    initialised for models of several widths): exact programs."""
+    if B._syms(a[1:]) or not (ctx.step or ctx.grows):
         raise B.Unsupported(op.name + " outside a training step")
     k, n = vals
     bits = _bits_at(k, n, B.logical_index(ctx, a[0]))
