@@ -5,13 +5,17 @@ its training iterations ends.
     python -m flowlite.run bench/real_runner.py OUT.json MARKER MAX_STEPS SCRIPT [ARGS...]
 
 MARKER says what ends an iteration: "optimizer" (the first optimizer the program creates:
-its `step()` returns) or a `torch` function name such as "nn.utils.clip_grad_norm_" (for
-programs that update their parameters by hand).  After MAX_STEPS iterations (0: no limit)
-the program is stopped, and under flowlite the work it dispatched is waited for: `end` is
-when the last iteration really finished (flowlite's steps return before their program runs).
+its `step()` returns), a `torch` function name such as "nn.utils.clip_grad_norm_" (for
+programs that update their parameters by hand), or "none" (a program without iterations, such
+as nanoGPT's sample.py: only the whole run and the peak RSS are recorded).  After MAX_STEPS
+iterations (0: no limit) the program is stopped, and under flowlite the work it dispatched is
+waited for: `end` is when the last iteration really finished (flowlite's steps return before
+their program runs).
 OUT.json gets the wall-clock time (time.time()) at which every iteration ended, flowlite's
-execution/sync/compile counters there (under flowlite), and the process's peak RSS.  The torchvision stand-in (bench/standins) is put on the path first, for
-both frameworks.
+execution/sync/compile counters there (under flowlite), and the process's peak RSS.  The
+torchvision stand-in (bench/standins) is put on the path first, for both frameworks; the
+tiktoken stand-in (bench/standins/fallback) last, so an installed tiktoken wins (nanoGPT's
+sample.py imports it but uses it only when its data set has no meta.pkl).
 """
 from __future__ import annotations
 
@@ -37,6 +41,7 @@ def main():
         sys.argv[4]
     sys.argv = [script] + sys.argv[5:]
     sys.path.insert(0, os.path.join(HERE, "standins"))
+    sys.path.append(os.path.join(HERE, "standins", "fallback"))
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     import torch                                 # flowlite, under python -m flowlite.run
     flowlite = sys.modules.get("flowlite")
@@ -76,7 +81,7 @@ def main():
                 # a bound method, as PyTorch's LR schedulers expect (they wrap step.__func__)
                 self.step = types.MethodType(functools.wraps(step)(timed_step), self)
         Optimizer.__init__ = patched_init
-    else:
+    elif marker != "none":
         owner = torch
         *path, name = marker.split(".")
         for p in path:

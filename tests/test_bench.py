@@ -117,3 +117,75 @@ def test_real_program_runner_times_iterations_under_both_frameworks(tmp_path):
     r = real_programs.finish({"torch": rows["torch"], "flowlite_cold": rows["flowlite"],
                               "flowlite_warm": rows["flowlite"]})
     assert r["steady_ratio"] == rows["flowlite"]["steady_ms"] / rows["torch"]["steady_ms"]
+
+
+def test_real_programs_script_edits_whole_table_and_arguments(tmp_path, monkeypatch, capsys):
+    """bench/real_programs.py's parts that need no real program: the hyper-parameter edit of
+    a working copy's script, the whole-run ratios (also for a program without iterations),
+    both tables and the command line."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import real_programs
+    script = tmp_path / "gpt.py"
+    script.write_text("batch_size = 64 # sequences\nmax_iters = 5000\nn_layer = 6\n"
+                      "print(m.generate(context, max_new_tokens=500))\n"
+                      "#print(m.generate(context, max_new_tokens=10000))\n")
+    real_programs.edit_script(str(script), {"batch_size": 16, "max_iters": 200,
+                                            "max_new_tokens": 20})
+    assert script.read_text() == ("batch_size = 16 # sequences\nmax_iters = 200\nn_layer = 6\n"
+                                  "print(m.generate(context, max_new_tokens=20))\n"
+                                  "#print(m.generate(context, max_new_tokens=10000))\n")
+    try:
+        real_programs.edit_script(str(script), {"n_embd": 64})
+        raise AssertionError("a missing hyper-parameter line must fail")
+    except ValueError as e:
+        assert "n_embd" in str(e)
+
+    def run(whole, steady=None, rss=300.0, error=None, stopped=False):
+        r = {"error": error, "whole_run_s": whole, "peak_rss_mb": rss, "stopped": stopped,
+             "iterations": 10 if steady else 0}
+        if steady:
+            r.update(steady_ms=steady, first_iter_s=1.0)
+        return r
+    trained = real_programs.finish({"torch": run(12.0, 20.0, stopped=True),
+                                    "torch_2": run(10.0, 25.0, stopped=True),
+                                    "flowlite_cold": run(30.0, 19.0, rss=400.0),
+                                    "flowlite_warm": run(15.0, 18.0)})
+    assert trained["whole_run_s"] == {"torch": 10.0, "flowlite_cold": 30.0,
+                                      "flowlite_warm": 15.0}
+    assert (trained["whole_run_cold_ratio"], trained["whole_run_warm_ratio"]) == (3.0, 1.5)
+    assert trained["steady_ratio"] == 18.0 / 20.0 and trained["rss_ratio"] == 400.0 / 300.0
+    sample = real_programs.finish({"torch": run(5.0), "torch_2": run(4.0),
+                                   "flowlite_cold": run(20.0, error="RuntimeError: x"),
+                                   "flowlite_warm": run(8.0, rss=330.0)})
+    assert sample["steady_ratio"] is None and sample["whole_run_cold_ratio"] is None
+    assert sample["whole_run_warm_ratio"] == 2.0 and sample["rss_ratio"] == 1.1
+    table = {"nanogpt-small": trained, "nanogpt-sample": sample, "gpt": {"error": "E: y"}}
+    whole = real_programs.format_whole_table(table).splitlines()
+    assert whole[1].split() == ["nanogpt-small", "10", "its", "10.00", "30.00", "15.00",
+                                "3.00", "1.50", "0.90"]
+    assert whole[2].split()[:8] == ["nanogpt-sample", "to", "end", "4.00", "-", "8.00", "-",
+                                    "2.00"] and "failed: flowlite_cold" in whole[2]
+    assert whole[3] == "gpt              ERROR E: y"
+    meta = {"date": "d", "cpus": 2, "python": "3", "torch": "t", "jax": "j", "quick": True}
+    assert "nanogpt-sample" in real_programs.format_table(table, meta)
+
+    monkeypatch.setattr(real_programs, "_version", lambda python, module: "v")
+    out = tmp_path / "t.json"
+    real_programs.main(["--programs", "bigram", "gpt", "nanogpt-sample", "--quick",
+                        "--json", str(out)])
+    printed = capsys.readouterr()
+    assert "[bigram: skipped, no --ngvideo checkout given]" in printed.err
+    assert "--quick smoke run" in printed.out and "whole run s" in printed.out
+    assert json.loads(out.read_text())["_meta"]["quick"] is True
+
+
+def test_real_program_runner_without_iterations(tmp_path):
+    """MARKER "none": a program that never steps an optimizer gets its whole run and RSS."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import real_programs
+    script = tmp_path / "sample.py"
+    script.write_text("import torch\nimport tiktoken\nprint(torch.ones(3).sum().item())\n")
+    r = real_programs.run_once("torch", "tiny", str(tmp_path), str(script), [], 0, "none", {},
+                               sys.executable, str(tmp_path / "cache"))
+    assert r["error"] is None and r["iterations"] == 0 and "steady_ms" not in r
+    assert r["whole_run_s"] > 0 and r["peak_rss_mb"] > 50
