@@ -7,7 +7,7 @@ graph once through JAX/XLA, caches it by structure and replays it afterwards.
 
 Layer: package — imports autograd, compat.accelerator, compat.amp, compat.backends, compat.cpu,
 compat.cuda, compat.onnx, compat.profiler, compat.utils, data, debug, distributed,
-engine.buckets, engine.cache, engine.device, engine.dtypes, engine.executor,
+engine.buckets, engine.cache, engine.cuts, engine.device, engine.dtypes, engine.executor,
 engine.matmul_precision, engine.metrics, engine.reroll, engine.rollback, engine.tape,
 engine.xla_flags, extend, formats.serialization, frontend.checks, frontend.compile,
 frontend.control_flow, frontend.ops, frontend.random, frontend.tensor, frontend.tensor_methods,

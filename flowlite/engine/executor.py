@@ -1,8 +1,8 @@
 """The sync barrier: pending graph -> cached XLA executable -> rebound tensors.
 
-Layer: engine — imports buckets, cache, device, graph_key, ir, lowering, metrics, rollback,
-runtime, tape. It works on nodes, never on the Tensor class. Debug tools observe it through the
-hooks on `runtime.rt`.
+Layer: engine — imports buckets, cache, device, graph_key, host_data, ir, lowering, metrics,
+rollback, runtime, tape. It works on nodes, never on the Tensor class. Debug tools observe it
+through the hooks on `runtime.rt`.
 
 At a sync every live tensor with pending work (and every pending node the tape
 still needs) becomes an output of ONE executable per device.  The graph key is
@@ -30,6 +30,7 @@ from .rollback import (_BIG, FAILED, _again, _failed_live, _failures, _first_fai
                        _has_failed, _replaced_input, _rollback, _taint, _Unverified,
                        memory_error, verify)
 from .device import default_device
+from .host_data import HostNode, arg as host_arg
 from .graph_key import out_codes
 from .lowering import build_executable
 from .runtime import KeyStream, rt
@@ -423,7 +424,8 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
             _remember_stream(skey, stream, st, key, leaves, scalars, n_nodes)
     donate = st.donatable(leaves)
     exe = st.exes.get(donate)
-    args = [leaf.value for leaf in leaves]
+    args = [leaf.value if leaf.__class__ is not HostNode else host_arg(leaf)
+            for leaf in leaves]
     if scalars:
         args.append(st.scalar_pack(scalars, device))
     if chain:

@@ -79,7 +79,7 @@ def _eval(n, leaf, memo):
             v = np.full(a[0], a[1], dtype=a[2].np)
             memo[_COMPUTED] = True
         elif name in _VIEWS:
-            v = _view(name, a, _eval(n.inputs[0], leaf, memo))
+            v = view(name, a, _eval(n.inputs[0], leaf, memo))
         elif name == "unpad":           # a bucketed output: its padded buffer, cut to size
             v = _eval(n.inputs[0], leaf, memo)[tuple(slice(0, d) for d in a[0])]
         elif name == "dyn_slice":       # a window whose offsets are data (host scalars)
@@ -106,7 +106,8 @@ def _eval(n, leaf, memo):
     return v
 
 
-def _view(name, a, x):
+def view(name, a, x):
+    """The numpy value of view op `name` (attributes `a`) of x."""
     if name == "slice":
         return x[tuple(slice(b, e, st) for b, e, st in zip(a[0], a[1], a[2]))]
     if name == "reshape":

@@ -1,9 +1,9 @@
 """Host reads computed on the host: `int(ix[k])`, `i + block_size` of materialised data.
 
-Layer: engine — imports buckets, graph_key, host_eval, ir, runtime. A host read of a pending
-value that is a few exact steps from materialised data is computed in numpy (host_eval) instead
-of compiling an executable per index; what was read that way is committed as data only when
-something would otherwise lose it (commit_host_read).
+Layer: engine — imports buckets, graph_key, host_data, host_eval, ir, runtime. A host read of a
+pending value that is a few exact steps from materialised data is computed in numpy (host_eval)
+instead of compiling an executable per index; what was read that way is committed as data only
+when something would otherwise lose it (commit_host_read).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import jax
 import numpy as np
 
 from . import buckets, host_eval, ir
+from .host_data import HostNode
 from .graph_key import forget
 from .runtime import rt
 
@@ -70,6 +71,8 @@ def commit_host_read(n) -> bool:
 def _host_leaf(n):
     """The host array of materialised node n: a CPU array read in place, an accelerator's
     one up to _HOST_VIEW_MAX_DEVICE_BYTES; None otherwise."""
+    if n.__class__ is HostNode:
+        return n.host
     if n.device is None or n.device.type == "mesh":
         return None
     v = n.value

@@ -1,10 +1,10 @@
 """A failed sync commits nothing: failed checks, rollback, out-of-memory refusals.
 
-Layer: engine — imports graph_key, host_reads, ir, runtime. A node whose value failed to compute
-becomes FAILED (reading it raises its error again); the tensors a failed step rebound get their
-materialised nodes back, and outputs that replace a leaf in place (parameters, optimizer state)
-keep the leaf's value. Checks (index bounds, integer division by zero) are flags the executable
-returns, read after it ran (verify).
+Layer: engine — imports graph_key, host_data, host_reads, ir, runtime. A node whose value failed
+to compute becomes FAILED (reading it raises its error again); the tensors a failed step rebound
+get their materialised nodes back, and outputs that replace a leaf in place (parameters,
+optimizer state) keep the leaf's value. Checks (index bounds, integer division by zero) are
+flags the executable returns, read after it ran (verify).
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import numpy as np
 
 from . import ir
 from .graph_key import forget
+from .host_data import HostNode, written
 from .host_reads import commit_host_read
 from .runtime import rt
 
@@ -137,14 +138,15 @@ def _replaced_input(root):
 
 
 def _usable(n):
-    return n is not None and n.op is _DATA and not (isinstance(n.value, jax.Array) and
-                                                     n.value.is_deleted())
+    return n is not None and n.op is _DATA and (n.__class__ is HostNode or not (
+        isinstance(n.value, jax.Array) and n.value.is_deleted()))
 
 
 def _rollback(roots, err, taint=None, undo=None, clear=True, rng=True):
     """Undo the failed outputs `roots` of a sync: tensors rebound to them since the last sync
-    get their materialised nodes back; a pending output that replaces a leaf in place (a
-    parameter, optimizer state) takes the leaf's value; every other one raises its error
+    get their materialised nodes back (so do tensors written in place on the host since then,
+    host_data); a pending output that replaces a leaf in place (a parameter, optimizer
+    state) takes the leaf's value; every other one raises its error
     (`taint[id(node)]`, else `err`) on read; the random-draw counter goes back to where the
     last sync left it."""
     local = rt.local
@@ -154,7 +156,7 @@ def _rollback(roots, err, taint=None, undo=None, clear=True, rng=True):
         t, old = tref(), oref()
         if old is not None and old.op is FAILED and old.attrs:
             old = old.attrs[0]     # a failed node a tensor was put back from: its value
-        if t is not None and id(t._node) in ids and _usable(old):
+        if t is not None and (id(t._node) in ids or written(t._node)) and _usable(old):
             back[id(t._node)] = old
             t._node = old
             t._edge = edge

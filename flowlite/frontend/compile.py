@@ -20,10 +20,10 @@ between calls is worked out once per plan (`_prepare`), and a call first
 checks its guards against the plan it replayed last (`_fast_guard`) before
 building the full signature.
 
-Layer: frontend — imports engine.device, engine.executor, engine.ir, engine.lowering,
-engine.matmul_precision, engine.metrics, engine.rollback, engine.runtime, tensor. Nn registers
-its Module guard (`register_guard`) and optimizers answer `hyperparams_from_group()`, so nothing
-here imports nn or optim.
+Layer: frontend — imports engine.device, engine.executor, engine.host_data, engine.ir,
+engine.lowering, engine.matmul_precision, engine.metrics, engine.rollback, engine.runtime,
+tensor. Nn registers its Module guard (`register_guard`) and optimizers answer
+`hyperparams_from_group()`, so nothing here imports nn or optim.
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ import jax
 
 from ..engine import executor, ir, matmul_precision, metrics
 from ..engine.device import default_device
+from ..engine.host_data import HostNode, arg as host_arg
 from ..engine.lowering import pack_groups, pack_values
 from ..engine.rollback import verify
 from ..engine.runtime import rt
@@ -571,7 +572,7 @@ def _replay_args(plan, flat):
         n = flat[k]._node
         if n.sig != esig:
             return n
-        args[i] = n.value
+        args[i] = n.value if n.__class__ is not HostNode else host_arg(n)
     getrc = _getrefcount
     for i, ref, esig, donated in plan.state_srcs:
         t = ref()

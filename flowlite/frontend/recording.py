@@ -1,15 +1,18 @@
 """Rebinding tensors and recording updates: the in-place half of the tracer.
 
-Layer: frontend — imports engine.graph_key, engine.ir, engine.metrics, engine.runtime,
-engine.tape, ops, primitives, tensor, views. In-place methods, `nn` (parameter values) and
-`optim` (the update node whose outputs replace parameters and state) all go through these, so
-nothing outside the core writes `Tensor._node`.
+Layer: frontend — imports engine.dtypes, engine.graph_key, engine.host_data, engine.host_eval,
+engine.ir, engine.metrics, engine.runtime, engine.tape, ops, primitives, tensor, views. In-place
+methods, `nn` (parameter values) and `optim` (the update node whose outputs replace parameters
+and state) all go through these, so nothing outside the core writes `Tensor._node`.
 """
 from __future__ import annotations
 
 import weakref
 
-from ..engine import graph_key, ir
+import numpy as np
+
+from ..engine import dtypes as D, graph_key, host_eval, ir
+from ..engine.host_data import HostNode, host_array, host_node, on_host
 from ..engine.graph_key import enter as _enter
 from ..engine.metrics import _C
 from .ops import broadcast_to, full_like, getitem_plan, index_put, to_dtype, where
@@ -52,10 +55,12 @@ def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
         t._edge = new._edge
     elif e is None and new._edge is not None and _state.enabled:
         t._edge = new._edge
-    _note_undo(t, e)
-    t._node = new._node
-    if new._node.op is not _DATA:
+    _note_undo(t, e, new._node.__class__ is HostNode)
+    n = t._node = new._node
+    if n.op is not _DATA:
         rt.local.pending.append(_ref(t))
+    elif n.__class__ is HostNode:
+        n.written = True          # done on the host: a failed sync before the next takes it back
     if a is None:
         t._alias = _Root()
     refresh(t)
@@ -64,13 +69,22 @@ def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
 
 def setitem(x, idx, value):
     """`x[idx] = value`: for a basic index, PyTorch copies value into the view x[idx];
-    advanced indices put into x."""
-    out, plan = getitem_plan(x, idx)
+    advanced indices put into x.  Into small host data (engine.host_data) a Python number or
+    host data is written on the host (views.write_view)."""
+    if x._alias.__class__ is not _View and x._node.op is not _DATA:
+        _to_host(x)
+    out, plan = getitem_plan(x, idx, True)
     if plan is None:
         rebind(x, index_put(x, idx, value), "__setitem__")
         return
     sub = _alias_of(x) if out is x else _mark(out, x, "basic", plan)
+    host = sub._node.__class__ is HostNode
     if isinstance(value, Tensor):
+        if host and value._node.__class__ is HostNode and value._edge is None:
+            v = _host_value(value._node, sub._node)
+            if v is not None:
+                rebind(sub, v, "copy_")
+                return
         v = to_dtype(value, x._node.dtype)
         try:
             v = broadcast_to(v, sub._node.shape)
@@ -79,7 +93,70 @@ def setitem(x, idx, value):
                              f"to the indexed shape {tuple(sub.shape)}") from None
         rebind(sub, v, "copy_")
     else:
+        if host and isinstance(value, _NUMBERS):
+            v = _host_fill(value, sub._node)
+            if v is not None:
+                rebind(sub, v, "copy_")
+                return
         rebind(sub, full_like(sub, value), "copy_")   # PyTorch copies here: overlaps refused
+
+
+_NUMBERS = (int, float, bool, np.number, np.bool_)
+# a pending tensor written into is given its value as host data first when it has at most
+# this many elements and that value is a few exact steps from data (`torch.zeros(n)`)
+_HOST_ROOT_MAX = 1 << 14
+
+
+def _to_host(x):
+    """`losses = torch.zeros(n)` then `losses[k] = loss.item()`: x's pending value, computed
+    on the host (exact: a constant, views and integer arithmetic of data), becomes host data,
+    so the writes are done there — no graph node per write, no program."""
+    n = x._node
+    d = n.device
+    if n.op is ir.SCALAR or d is None or not on_host(d) or x._edge is not None or \
+            rt.observers or rt.local.tracing_body:
+        return
+    size = 1
+    for s in n.shape:
+        size *= s
+    if size > _HOST_ROOT_MAX:
+        return
+    got = host_eval.value(n, host_array)
+    if got is not None:
+        x._node = host_node(np.array(got[0], copy=True), n.dtype, d)
+
+
+def _host_fill(value, sub):
+    """`value` (a Python number) as host data of sub's shape and dtype, converted as the
+    recorded path converts it (full_like); None when that conversion fails (the recorded
+    path then reports it)."""
+    d = sub.dtype
+    v = value.item() if isinstance(value, (np.number, np.bool_)) else value
+    if d is D.bool_:
+        v = bool(v)
+    elif d.kind in "iu":
+        v = int(v)
+    try:
+        a = np.asarray(v, dtype=d.np)
+    except (OverflowError, ValueError, TypeError):
+        return None
+    return Tensor(host_node(np.broadcast_to(a, sub.shape), d, sub.device))
+
+
+def _host_value(v, sub):
+    """Host data `v` converted to sub's dtype (exactly: the same dtype, or from integers) and
+    broadcast to its shape; None otherwise."""
+    d = sub.dtype
+    a = v.host
+    if v.dtype is not d:
+        if v.dtype.kind not in "iub" or v.device is not sub.device:
+            return None
+        a = a.astype(d.np)
+    try:
+        a = np.broadcast_to(a, sub.shape)
+    except ValueError:
+        return None
+    return Tensor(host_node(a, d, sub.device))
 
 
 def set_value(t: Tensor, new: Tensor) -> Tensor:

@@ -1,12 +1,12 @@
 """The lazy `Tensor`: a handle on an IR node plus its autograd edge.
 
 Layer: frontend — imports engine.device, engine.dtypes, engine.errors, engine.executor,
-engine.graph_key, engine.host_reads, engine.ir, engine.mesh, engine.metrics, engine.runtime,
-engine.tape, printing. `apply` is the single entry point that records an op: it builds the node
-(shape/dtype checked now, so errors point at the user's line), attaches a GradFn when the tape
-is on, and registers the result as pending work. The PyTorch-named methods (arithmetic, shape
-ops, `backward`, in- place `*_`) are bound onto `Tensor` by `tensor_methods`, above the op front
-end.
+engine.graph_key, engine.host_data, engine.host_reads, engine.ir, engine.mesh, engine.metrics,
+engine.runtime, engine.tape, printing. `apply` is the single entry point that records an op: it
+builds the node (shape/dtype checked now, so errors point at the user's line), attaches a GradFn
+when the tape is on, and registers the result as pending work. The PyTorch-named methods
+(arithmetic, shape ops, `backward`, in- place `*_`) are bound onto `Tensor` by `tensor_methods`,
+above the op front end.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import jax
 import numpy as np
 
 from ..engine.errors import ArgumentError
+from ..engine.host_data import HostNode as _HostNode, host_node, on_host
 from ..engine.host_reads import host_view
 from ..engine import dtypes as D, executor, ir
 from ..engine.graph_key import enter as _enter
@@ -169,6 +170,8 @@ class Tensor:
         if _local.unverified is not None:   # a deferred check failed? raise it first
             executor.verify_pending()
         n = self._node
+        if n.__class__ is _HostNode:
+            return n.host
         if n.op is _SCALAR:
             return np.asarray(n.value, dtype=n.dtype.np)
         if n.device is None and not n.inputs:   # a shared baked constant: never materialised
@@ -209,8 +212,11 @@ class Tensor:
         return int(np.asarray(self._value("int()")).reshape(()))
 
     def __index__(self):
-        if self.dtype.kind not in "iu":
+        n = self._node
+        if n.dtype.kind not in "iu":
             raise TypeError("only integer tensors can be converted to an index")
+        if n.__class__ is _HostNode and not n.shape and _local.unverified is None:
+            return int(n.host)        # an element of host data (`data[i:i + n]`): no work
         return int(np.asarray(self._value("__index__")).reshape(()))
 
     def __array__(self, dtype=None, copy=None):
@@ -421,13 +427,22 @@ def _to_device(arr, device):
 
 
 def from_numpy(arr, device=None) -> Tensor:
-    """Host array -> tensor (the transfer is asynchronous)."""
+    """Host array -> tensor: a copy, kept on the host for a CPU device (host_data), else
+    transferred (asynchronously)."""
     arr = np.asarray(arr)
     d = D.from_numpy_dtype(arr.dtype)
-    if arr.dtype != d.np:
+    fresh = arr.dtype != d.np
+    if fresh:
         arr = arr.astype(d.np)
     dev = default_device() if device is None else _as_device(device)
-    return Tensor(ir.data_node(_to_device(arr, dev), tuple(arr.shape), d, dev))
+    return Tensor(_data_node(arr, fresh, d, dev))
+
+
+def _data_node(arr, fresh, d, dev):
+    """A data leaf holding host array `arr` (`fresh`: a new array nothing else holds)."""
+    if on_host(dev):
+        return host_node(arr if fresh else np.array(arr, copy=True), d, dev)
+    return ir.data_node(_to_device(arr, dev), tuple(arr.shape), d, dev)
 
 
 def from_jax(arr, device=None) -> Tensor:
@@ -477,7 +492,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     except (ValueError, TypeError) as e:
         raise TypeError(f"tensor: could not convert data to {d}: {e}") from None
     dev = default_device() if device is None else _as_device(device)
-    t = Tensor(ir.data_node(_to_device(arr, dev), tuple(arr.shape), d, dev))
+    t = Tensor(_data_node(arr, arr is not data and arr.base is None, d, dev))
     if requires_grad:
         t.requires_grad_(True)
     return t

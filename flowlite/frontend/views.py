@@ -1,7 +1,7 @@
 """Views and write-through: PyTorch's aliasing on a functional graph.
 
-Layer: frontend — imports engine.errors, engine.executor, engine.host_reads, engine.ir,
-engine.layout, engine.runtime, engine.tape, ops, ops.shape, tensor.
+Layer: frontend — imports engine.errors, engine.executor, engine.host_data, engine.host_reads,
+engine.ir, engine.layout, engine.runtime, engine.tape, ops, ops.shape, tensor.
 
 A view (basic indexing, `view`/`reshape` where the layout allows, `transpose`, `expand`,
 `narrow`, `split`, `diagonal`, `unfold`, `detach()`, `.data`, ...) is a new tensor whose
@@ -12,15 +12,21 @@ follows.  A root with views carries a `_Root`: weak references to them and a ver
 Nodes are immutable, so nothing is written in place: an in-place op on a view records one
 `view_write` node (the root's new value), rebinds the root, and re-derives every live view
 of that root with one `view_read` node each — functionalization, as PyTorch/XLA does it.
-Everything stays lazy: a write adds nodes, never a sync.
+Everything stays lazy: a write adds nodes, never a sync.  Host data (engine.host_data) is the
+exception that keeps PyTorch's meaning the same way: views of it are numpy views, and a write
+into a small host root makes the root's new value with numpy and re-derives its views there.
 """
 from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
 from ..engine.errors import ArgumentError, DTypeError, IndexRangeError
 from ..engine import executor, ir, layout as L
 from . import ops as F
+from ..engine.host_data import (HostNode, host_node, host_value, read_layout,
+                                row_nodes, write_layout)
 from ..engine.host_reads import commit_host_read
 from ..engine.runtime import rt
 from ..engine.tape import AccumulateGrad, _state
@@ -77,6 +83,7 @@ def _basic_rule(off, st, shape, plan):
 
 _RULES = {
     "alias": lambda off, st, shape, args: (off, st),
+    "row": lambda off, st, shape, args: (off + args[0] * st[0], st[1:]),
     "slice": _slice_rule,
     "reshape": _reshape_rule,
     "basic": _basic_rule,
@@ -305,10 +312,68 @@ def chunk(x, chunks, dim=0):
 
 def unbind(x, dim=0):
     d = _norm_dim(dim, x.ndim, "unbind")
+    if d == 0:
+        rows = host_rows(x)
+        if rows is not None:
+            return rows
     return tuple(_multi(select(x, d, i)) for i in range(x._node.shape[d]))
 
 
+# a pending integer tensor of at most this many elements, one op from data (a random draw),
+# is read when it is iterated: its elements are read next (`for i in ix: data[i:i + n]`)
+_READ_ON_ITER_MAX = 1 << 16
+
+
+def host_rows(x):
+    """The rows of an integer (or bool) tensor — indices, iterated to be read — as host data
+    (views of x, as unbind's) when x's value is on the host, or x is small and one op from
+    data (a random draw: read now, its one small program); else None.  (Rows of other
+    dtypes are recorded: a loop over a sequence's steps feeds a program.)"""
+    n = x._node
+    if x._edge is not None or not n.shape or n.dtype.kind not in "iub" or rt.observers or \
+            rt.local.tracing_body:
+        return None
+    arr = host_value(n)
+    if arr is None:
+        d = n.device
+        if n.op is _DATA_OP or d is None or d.type != "cpu" or \
+                L.numel(n.shape) > _READ_ON_ITER_MAX:
+            return None
+        for i in n.inputs:
+            if i.op is not _DATA_OP and i.op is not ir.SCALAR:
+                return None
+        arr = np.asarray(x._value("iteration"))
+        if arr.flags.writeable:
+            arr.setflags(write=False)
+    rows = [Tensor(r) for r in row_nodes(arr, n.dtype, n.device)]
+    a = x._alias
+    nograd = not _state.enabled
+    if a.__class__ is _View:
+        root, parent, detached = a.root, a, a.detached
+        nograd = nograd or a.nograd
+    else:
+        root, parent, detached = x, None, False
+        if a is None:
+            x._alias = _Root()
+    ra = root._alias
+    ra.views.extend([_ref(r) for r in rows])
+    if len(ra.views) > ra.limit:
+        live = [r for r in ra.views if r() is not None]
+        ra.views = live
+        ra.limit = max(16, 2 * len(live))
+    shape, rshape = n.shape, n.shape[1:]
+    for k, r in enumerate(rows):
+        v = r._alias = _View(root, parent, "row", (k,), shape, rshape, detached, nograd)
+        v.multi = True
+    return tuple(rows)
+
+
 def getitem(x, idx):
+    if idx.__class__ is slice and x._edge is None:
+        got = F.host_window(x, x._node, idx)    # a window of host data (`data[i:i + n]`)
+        if got is not None:
+            out, plan = got
+            return _alias_of(x) if out is x else _mark(out, x, "basic", plan)
     out, plan = F.getitem_plan(x, idx)
     if plan is None:
         return out                 # advanced indexing copies, as in PyTorch
@@ -399,14 +464,26 @@ def version(x):
 
 
 # ---- writes ---------------------------------------------------------------------------------
-def _note_undo(t, edge):
+def _note_undo(t, edge, host=False):
     """Remember t's materialised node (weakly: its buffer stays donatable) so a failed sync
-    can put it back (rollback._rollback)."""
+    can put it back (rollback._rollback).  `host`: t is being written on the host, where no
+    pending node holds the old value: it is held here until the next sync."""
     old = t._node
     if old.op is not _DATA_OP:
         commit_host_read(old)      # a value read on the host stays what was read
     if old.op is _DATA_OP:
-        rt.local.undo.append((_ref(t), _ref(old), edge))
+        rt.local.undo.append((_ref(t), _ref(old) if not host else _Held(old), edge))
+
+
+class _Held:
+    """A strong reference called like a weak one (an undo record's old node)."""
+    __slots__ = ("node",)
+
+    def __init__(self, node):
+        self.node = node
+
+    def __call__(self):
+        return self.node
 
 
 def _check_leaf(t, opname):
@@ -439,6 +516,9 @@ def write_view(t, a: _View, new, opname):
             "elements that share memory (overlapping unfold/as_strided windows); its in-place "
             "result would depend on the write order, which flowlite does not reproduce. "
             "clone() the view, or build the result out of place.")
+    if root._edge is None and new._edge is None and new._node.__class__ is HostNode and \
+            _host_write(root, a, new._node, off, st):
+        return
     enabled = _state.enabled
     if enabled and a.nograd and not a.detached and root._edge is not None:
         raise RuntimeError(f"{opname}: a view was created in no_grad mode and is being modified "
@@ -470,6 +550,29 @@ def write_view(t, a: _View, new, opname):
         t._edge = new._edge      # like PyTorch: a write with history makes the view require grad
 
 
+# a write into host data is done on the host (a copy of the root, written) when the root has
+# at most this many elements; a bigger root records the write as every other does
+_HOST_WRITE_MAX = 1 << 14
+
+
+def _host_write(root, a, new, off, st) -> bool:
+    """root's new value, with host data `new` written at view a's layout (off, st), made on
+    the host when root is small host data: it stays host data, its views numpy views of it
+    (refresh).  (A device array's root records the write: reading it would wait for the
+    program computing it.)"""
+    rn = root._node
+    if rn.__class__ is not HostNode or rn.host.size > _HOST_WRITE_MAX or rt.observers or \
+            rt.local.tracing_body:
+        return False
+    arr = rn.host
+    _note_undo(root, root._edge, True)
+    nn = root._node = host_node(write_layout(arr, a.shape, off, st, new.host), rn.dtype,
+                                rn.device)
+    nn.written = True
+    refresh(root)
+    return True
+
+
 def refresh(root):
     """After root was rebound: bump its version and re-derive each live view from it."""
     ra = root._alias
@@ -478,7 +581,10 @@ def refresh(root):
         return
     enabled = _state.enabled
     pending = rt.local.pending
-    rshape = root._node.shape
+    rn = root._node
+    rshape = rn.shape
+    # host data without history: its views are numpy views of its new value
+    host = rn.host if rn.__class__ is HostNode and root._edge is None else None
     live = []
     try:
         for r in ra.views:
@@ -494,6 +600,15 @@ def refresh(root):
                 v._node = root._node      # .data, detach(), a full view: the root's own node
                 if a.grad:
                     v._edge = root._edge
+            elif host is not None:
+                if rn.written:       # (a failed sync takes the write back: views too)
+                    _note_undo(v, v._edge, True)
+                nv = v._node = host_node(read_layout(host, a.shape, off, st), rn.dtype,
+                                         rn.device, False)
+                nv.written = rn.written
+                if a.grad:
+                    v._edge = None
+                continue
             else:
                 _state.enabled = a.grad
                 nv = F._view_read(root, a.shape, off, st)

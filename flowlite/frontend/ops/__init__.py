@@ -28,7 +28,8 @@ from .shape import (_reshape_cache, _reshape_slow, _perm_cache, _permute_slow, m
 from .reduction import (_axes, _reduced_shape, _reduce_extreme, MinMax, _minmax_dim, _arg,
                         _zero_safe_root, _logcumsumexp_prim)
 from .indexing import (_parse_index, _basic_plan, _apply_basic_plan, _basic_index, _basic_cache,
-                       _BASIC_TYPES, _basic_key, getitem, getitem_plan, _split_int_indices, _index,
+                       _BASIC_TYPES, _basic_key, getitem, getitem_plan, host_window,
+                       _split_int_indices, _index,
                        _index_add, _index_set, _put, setitem, _check_index_tensor,
                        _scatter_add_prim, _scatter_prim, _scatter_args)  # noqa
 from .linalg import _explicit_einsum, _einsum_cache  # noqa: F401

@@ -3,9 +3,9 @@ broadcasting, the elementwise shape/dtype rules (`_unary`, `_binary`), dtype con
 `broadcast_to`, devices and creation dtypes.
 
 Layer: frontend — imports engine.buckets, engine.device, engine.dtypes, engine.errors,
-engine.ir, engine.tape, ops._registry, tensor. The family's primitives (`<name>_p`) are declared
-here, beside the front end that records them: their gradient rules call the ops of this module
-and of those before it.
+engine.host_data, engine.ir, engine.tape, ops._registry, tensor. The family's primitives
+(`<name>_p`) are declared here, beside the front end that records them: their gradient rules
+call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import numpy as np
 from ...engine.errors import ArgumentError, DTypeError
 from ...engine import dtypes as D
 from ...engine import ir
+from ...engine.host_data import HostNode as _HostNode, int_op
 from ..tensor import Tensor, apply, tensor, from_numpy, Size
 from ...engine.device import default_device, device as _make_device
 from ._registry import torch_op
@@ -248,6 +249,11 @@ def broadcast_shapes(*shapes, op="broadcast_shapes"):
 
 def _binary(prim, x, y, result="promote"):
     """Record an elementwise binary op with PyTorch promotion and broadcasting."""
+    if x.__class__ is Tensor and x._node.__class__ is _HostNode and result == "promote":
+        # integer arithmetic on a 0-d element of host data (`i + block_size`): done now
+        n = int_op(prim.name, x._node, y)
+        if n is not None:
+            return Tensor(n)
     if type(x) is not Tensor:
         if isinstance(x, Tensor):
             pass

@@ -1,21 +1,26 @@
 """Indexing: `getitem`/`setitem`, gather/scatter, index_select/index_add/index_put,
 masked_fill, one_hot.
 
-Layer: frontend — imports checks, engine.buckets, engine.dtypes, engine.errors, engine.ir,
-ops._core, ops._registry, ops.creation, ops.elementwise, ops.reduction, ops.shape, tensor. The
-family's primitives (`<name>_p`) are declared here, beside the front end that records them:
-their gradient rules call the ops of this module and of those before it.
+Layer: frontend — imports checks, engine.buckets, engine.dtypes, engine.errors,
+engine.host_data, engine.host_reads, engine.ir, engine.runtime, ops._core, ops._registry,
+ops.creation, ops.elementwise, ops.reduction, ops.shape, tensor. The family's primitives
+(`<name>_p`) are declared here, beside the front end that records them: their gradient rules
+call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
 import builtins
+import operator
 
 import jax.numpy as jnp
 import numpy as np
 
 from ...engine.errors import ArgumentError, DTypeError, IndexRangeError, IndexShapeError
 from ...engine import buckets as B, dtypes as D
+from ...engine.host_data import HostNode as _HostNode, host_node, host_value
+from ...engine.host_reads import host_view
 from ...engine.ir import DATA as _DATA, scalar_node as _scalar_node
+from ...engine.runtime import rt
 from ..checks import index_in_range
 from ..tensor import _norm_dim, apply, from_numpy, Tensor
 from ._core import _scalar, as_tensor, broadcast_shapes, broadcast_to, prim, reshape_p, to_dtype
@@ -318,9 +323,14 @@ def getitem(x, idx):
     return getitem_plan(x, idx)[0]
 
 
-def getitem_plan(x, idx):
+def getitem_plan(x, idx, write=False):
     """-> (x[idx], the basic plan or None): a plan means the result is a view of x (ints,
-    slices, None and Ellipsis only), None that advanced indexing made a copy."""
+    slices, None and Ellipsis only), None that advanced indexing made a copy.  `write`: the
+    view is the target of `x[idx] = value` (taken on the host whenever x's value is there)."""
+    if x._edge is None:
+        got = _host_getitem(x, idx, write)
+        if got is not None:
+            return got
     key = _basic_key(idx)
     if key is not None:
         ck = (x._node.shape, key)
@@ -343,6 +353,114 @@ def getitem_plan(x, idx):
         sub = _basic_index(x, ints)
         return _check_spec(sub, rest, tensors, "index", _index(sub, rest, tensors)), None
     return _check_spec(x, spec, tensors, "index", _index(x, spec, tensors)), None
+
+
+# a window of a CPU device array (not host data itself) is taken on the host when it has at
+# most this many elements: bigger ones stay slices inside the program (no copy in per step)
+_HOST_WINDOW_MAX = 1 << 16
+
+
+def _host_getitem(x, idx, write=False):
+    """(x[idx], its plan) for x whose value is on the host (host_data.host_value) and a basic
+    index at offsets read on the host from tensors or numpy — slice bounds, 0-d integer host
+    tensors (integers, as PyTorch reads them), numpy integers: `data[i:i + n]` for i in a
+    drawn index tensor — as a numpy view, host data; None when it is recorded.  An index of
+    Python ints only stays a recorded slice (a program's own view: `mask[:t, :t]` of a
+    growing t is one length family, flowlite.buckets), except as the target of a write.
+    Errors are the recorded path's (the same parser)."""
+    if idx.__class__ is slice:
+        return host_window(x, x._node, idx, write)
+    items = idx if idx.__class__ is tuple else (idx,)
+    key = []
+    ell = False
+    known = False           # (offsets read from tensors / numpy: a new window every call)
+    for it in items:
+        t = it.__class__
+        if t is slice:
+            a, b, c = it.start, it.stop, it.step
+            if (a is not None and a.__class__ is not int) or (
+                    b is not None and b.__class__ is not int) or (
+                    c is not None and c.__class__ is not int):
+                a, b, c = _bound(a), _bound(b), _bound(c)
+                known = True
+            key.append((a, b, c))
+        elif t is int or it is None:
+            key.append(it)
+        elif it is Ellipsis:
+            key.append(it)
+            ell = True
+        elif isinstance(it, Tensor):
+            m = it._node
+            if m.shape or m.dtype.kind not in "iu" or it._edge is not None:
+                return None
+            v = m.host if m.__class__ is _HostNode else host_view(m)  # (no program)
+            if v is None:
+                return None
+            key.append(builtins.int(v))
+            known = True
+        elif isinstance(it, np.integer):
+            key.append(builtins.int(it))
+            known = True
+        else:
+            return None
+    if not (known or write) or rt.observers or rt.local.tracing_body:
+        return None
+    n = x._node
+    arr = host_value(n)
+    if arr is None:
+        return None
+    key = tuple(key)
+    np_idx = tuple([slice(*k) if k.__class__ is tuple else k for k in key])
+    plan = None if known else _basic_cache.get((n.shape, key))
+    if plan is None:
+        spec, _, _ = _parse_index(x, np_idx)
+        plan = _basic_plan(n.shape, spec)
+        if not known:               # (constant indices: `losses[k] = ...`)
+            _basic_cache[(n.shape, key)] = plan
+    if plan[0] is None and plan[1] == plan[2]:
+        return x, plan            # all of x: views.getitem aliases it
+    v = arr[np_idx if ell else np_idx + (Ellipsis,)]    # (an array even for x[i] of 1-d x)
+    if v.shape != plan[2] or (n.op is _DATA and n.__class__ is not _HostNode and
+                              v.size > _HOST_WINDOW_MAX):
+        return None
+    return Tensor(host_node(v, n.dtype, n.device, False)), plan
+
+
+def host_window(x, n, it, write=False):
+    """_host_getitem of one slice (`data[i:i + block_size]`) of x (node n)."""
+    a, b, k = it.start, it.stop, it.step
+    if not write and a.__class__ is not Tensor and b.__class__ is not Tensor and not (
+            isinstance(a, (Tensor, np.integer)) or isinstance(b, (Tensor, np.integer))):
+        return None               # Python ints: recorded (see _host_getitem)
+    shp = n.shape
+    if not shp or (k is not None and (k.__class__ is not int or k <= 0)) or \
+            rt.observers or rt.local.tracing_body:
+        return None
+    arr = n.host if n.__class__ is _HostNode else host_value(n)
+    if arr is None:
+        return None
+    size = shp[0]
+    s, e, k = it.indices(size)      # (tensor bounds: their __index__, as PyTorch reads them)
+    if e < s:
+        e = s
+    rest = shp[1:]
+    if s == 0 and e == size and k == 1:
+        return x, (None, shp, shp)
+    m = (e - s + k - 1) // k
+    if n.op is _DATA and n.__class__ is not _HostNode and \
+            m * arr[0:1].size > _HOST_WINDOW_MAX:
+        return None
+    out = (m,) + rest
+    if rest:
+        z = (0,) * len(rest)
+        plan = (((s,) + z, (e,) + rest, (k,) + (1,) * len(rest)), out, out)
+    else:
+        plan = (((s,), (e,), (k,)), out, out)
+    return Tensor(host_node(arr[s:e:k], n.dtype, n.device, False)), plan
+
+
+def _bound(b):
+    return b if b is None or b.__class__ is int else operator.index(b)
 
 
 def _check_spec(x, spec, tensors, op, out):

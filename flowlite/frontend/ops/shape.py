@@ -1,10 +1,10 @@
 """Shape ops: reshape/view, flatten, squeeze, permute/transpose, expand, repeat, slicing
 primitives, cat/stack/split/chunk, tril/triu, pad.
 
-Layer: frontend — imports engine.buckets, engine.cuts, engine.errors, engine.ir, engine.layout,
-engine.runtime, ops._core, ops._registry, ops.creation, ops.elementwise, tensor. The family's
-primitives (`<name>_p`) are declared here, beside the front end that records them: their
-gradient rules call the ops of this module and of those before it.
+Layer: frontend — imports engine.buckets, engine.cuts, engine.errors, engine.host_data,
+engine.layout, engine.runtime, ops._core, ops._registry, ops.creation, ops.elementwise, tensor.
+The family's primitives (`<name>_p`) are declared here, beside the front end that records them:
+their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ import numpy as np
 from jax import lax
 
 from ...engine.errors import ArgumentError, IndexRangeError
-from ...engine import buckets as B, ir, layout
+from ...engine import buckets as B, layout
+from ...engine.host_data import HostNode, host_array, host_node, on_host
 from ...engine.cuts import _state as _cuts, cut, extends_sequence
 from ...engine.runtime import rt
-from ..tensor import _norm_dim, _to_device, apply, Tensor
+from ..tensor import _norm_dim, apply, Tensor
 from ._core import _promote, _shape_arg, as_tensor, broadcast_to, prim, reshape_p, to_dtype
 from .elementwise import mul
 from ._registry import register, torch_op
@@ -517,6 +518,10 @@ def cat(tensors, dim=0):
 
 @torch_op(method=False)
 def stack(tensors, dim=0):
+    if dim.__class__ is int and tensors.__class__ in (list, tuple) and tensors:
+        host = _host_stack(tensors, dim)      # a batch of host rows: numpy, at once
+        if host is not None:
+            return host
     tensors = _check_cat(tensors, dim, "stack")
     ref = tensors[0]._node.shape
     for i, t in enumerate(tensors):
@@ -533,31 +538,80 @@ def stack(tensors, dim=0):
     return cat([unsqueeze(t, d) for t in tensors], d)
 
 
-# cat/stack of materialised CPU tensors at most this big is done on the host, at once
+# cat/stack of host data (or materialised CPU tensors) at most this big is done on the host
 _HOST_JOIN_MAX_BYTES = 64 << 20
 
 
 def _host_join(tensors, d, dt, join):
-    """cat/stack of tensors that are all materialised data on one CPU device and need no
-    gradient — a batch assembled from host rows (`torch.stack([torch.from_numpy(...) for i
-    in ix])`) — as data at once: an exact copy done by numpy, so the step that reads the
-    batch sees data whether it was assembled before the last sync or after it (the same
-    program either way).  None when it must be recorded (pending or accelerator inputs,
-    autograd, flowlite.compile / scan tracing)."""
+    """cat/stack of tensors whose values are all on the host (host data, or materialised CPU
+    arrays read in place) and need no gradient — a batch assembled from host rows
+    (`torch.stack([data[i:i + n] for i in ix])`, `torch.stack([torch.from_numpy(...) ...])`)
+    — as host data at once: an exact copy done by numpy (each input converted to the result
+    dtype first, as the recorded op does), so the step that reads the batch sees one argument
+    whether it was assembled before the last sync or after it (the same program either way).
+    None when it must be recorded (pending or accelerator inputs, autograd, flowlite.compile
+    / scan tracing)."""
     dev = tensors[0]._node.device
-    if dev is None or dev.type != "cpu" or rt.observers or rt.local.tracing_body:
+    if dev is None or not on_host(dev) or rt.observers or rt.local.tracing_body:
         return None
+    arrays = []
     total = 0
+    want = dt.np
     for t in tensors:
         n = t._node
-        if n.op is not ir.DATA or n.device is not dev or t.requires_grad or \
-                n.value.is_deleted():
+        if t._edge is not None or n.device is not dev:
             return None
-        total += n.value.nbytes
+        a = host_array(n)
+        if a is None:
+            return None
+        total += a.nbytes
+        arrays.append(a if a.dtype == want else a.astype(want))
     if total > _HOST_JOIN_MAX_BYTES:
         return None
-    arr = join([np.asarray(t._node.value) for t in tensors], axis=d).astype(dt.np, copy=False)
-    return Tensor(ir.data_node(_to_device(arr, dev), tuple(arr.shape), dt, dev))
+    return Tensor(host_node(join(arrays, axis=d), dt, dev))
+
+
+def _host_stack(tensors, dim):
+    """stack's _host_join for its usual call — tensors of one shape, all on the host — checked
+    inline (the batch of `get_batch`); None for anything else (stack checks and reports)."""
+    t0 = tensors[0]
+    if t0.__class__ is not Tensor:
+        return None
+    n0 = t0._node
+    dev, shape, dt = n0.device, n0.shape, n0.dtype
+    nd = len(shape)
+    if dev is None or not on_host(dev) or not -nd - 1 <= dim <= nd or rt.observers or \
+            rt.local.tracing_body:
+        return None
+    arrays = []
+    append = arrays.append
+    mixed = False
+    for t in tensors:
+        if t.__class__ is not Tensor or t._edge is not None:
+            return None
+        n = t._node
+        if n.shape != shape or n.device is not dev:
+            return None
+        a = n.host if n.__class__ is HostNode else host_array(n)
+        if a is None:
+            return None
+        if n.dtype is not dt:
+            mixed = True
+        append(a)
+    if mixed:
+        for t in tensors[1:]:
+            dt = _promote(dt, t._node.dtype)
+        want = dt.np
+        arrays = [a if a.dtype == want else a.astype(want) for a in arrays]
+    if arrays[0].nbytes * len(arrays) > _HOST_JOIN_MAX_BYTES:
+        return None
+    if dim < 0:
+        dim += nd + 1
+    if dim == 0 and nd:     # (numpy's stack pays an expand_dims per array)
+        out = np.concatenate(arrays).reshape((len(arrays),) + shape)
+    else:
+        out = np.stack(arrays, dim)
+    return Tensor(host_node(out, dt, dev))
 
 
 @torch_op(top=False)

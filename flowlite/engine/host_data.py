@@ -1,0 +1,269 @@
+"""Host data: values that stay on the host (numpy) until a program needs them.
+
+Layer: engine — imports host_eval, ir, metrics, runtime. A tensor made from host data on a CPU
+device (a Python list, numpy, `from_numpy`, a memmap slice) holds a `HostNode`: a data leaf
+whose value is a read-only numpy array. What the front end takes from host data (or from a CPU
+array already computed) on the host — windows at offsets read from tensors or numpy (`data[i:i +
+n]`, i an element of drawn indices), the elements of an integer tensor iterated, their integer
+arithmetic, stacks and concatenations, writes into a small host tensor — is another HostNode,
+made with numpy: no program, no transfer, no graph node. It enters the next program as ONE
+argument: the numpy array itself on its first use (JAX copies it in with the call, ~10 µs, where
+a `device_put` costs ~140 µs on a slow CPU), a device array made once and kept from its second
+use on (a constant read by every step). The rest of the engine reads `value`, a `jax.Array` made
+on first access, so a HostNode is an ordinary data leaf to it: the same signature, the same
+cached executables.
+"""
+from __future__ import annotations
+
+import operator
+import weakref
+
+import jax
+import numpy as np
+
+from . import host_eval, ir
+from .metrics import _C
+from .runtime import rt
+
+_DATA, _SCALAR = ir.DATA, ir.SCALAR
+_slot_get = ir.Node.value.__get__
+_slot_set = ir.Node.value.__set__
+_new = ir.Node.__new__
+_as_strided = np.lib.stride_tricks.as_strided
+
+
+class HostNode(ir.Node):
+    """A data leaf whose value lives on the host: `host` (a read-only numpy array of the
+    node's shape and dtype); `value`, the device array, is made from it when first read.
+    `written`: made by an in-place write done on the host, which a failed sync before the
+    next sync takes back (rollback), as it takes back a recorded write."""
+    __slots__ = ("host", "used", "written")
+
+    @property
+    def value(self):
+        v = _slot_get(self)
+        if v is None or v.is_deleted():
+            v = _upload(self)
+        return v
+
+    @value.setter
+    def value(self, v):
+        _slot_set(self, v)
+
+
+def _upload(n):
+    # a copy the device array owns alone: XLA:CPU may alias an aligned host buffer, and a
+    # donated argument is written in place (the host array may be a view of other data)
+    v = jax.device_put(np.array(n.host, copy=True), n.device.jax_device)
+    _slot_set(n, v)
+    _C["host_uploads"] += 1
+    return v
+
+
+_sig_of: dict = {}     # (shape, dtype) -> the data leaf's signature
+
+
+def host_node(arr, dtype, device, fresh=True) -> HostNode:
+    """A HostNode holding `arr`, whose dtype is `dtype.np`, on CPU `device`; `fresh`: a new
+    array, made read-only here (nodes are immutable) — else a view of host data, read-only
+    already."""
+    if fresh:
+        arr.setflags(write=False)
+    shape = arr.shape
+    n = _new(HostNode)
+    n.op = _DATA
+    n.inputs = n.attrs = ()
+    n.shape = shape
+    n.dtype = dtype
+    n.device = device
+    _slot_set(n, None)
+    n.host = arr
+    n.used = n.written = False
+    n.site = n.tag = n.check = n.epoch = n.size = None
+    n.mark = 0
+    sig = _sig_of.get((shape, dtype))
+    if sig is None:
+        sig = _sig_of[(shape, dtype)] = ir.intern_sig((_DATA, (), shape, dtype, 0))
+    n.sig = sig
+    return n
+
+
+def row_nodes(arr, dtype, device) -> list:
+    """A HostNode per row of read-only host array `arr` (numpy views)."""
+    out = []
+    append = out.append
+    shape = arr.shape[1:]
+    sig = _sig_of.get((shape, dtype))
+    if sig is None:
+        sig = _sig_of[(shape, dtype)] = ir.intern_sig((_DATA, (), shape, dtype, 0))
+    rows = list(arr) if shape else [arr[k, ...] for k in range(arr.shape[0])]
+    for r in rows:
+        n = _new(HostNode)
+        n.op = _DATA
+        n.inputs = n.attrs = ()
+        n.shape = shape
+        n.dtype = dtype
+        n.device = device
+        _slot_set(n, None)
+        n.host = r
+        n.used = n.written = False
+        n.site = n.tag = n.check = n.epoch = n.size = None
+        n.mark = 0
+        n.sig = sig
+        append(n)
+    return out
+
+
+def on_host(device) -> bool:
+    """Whether tensors on `device` keep host data as HostNodes (a plain CPU device)."""
+    return device.type == "cpu" and getattr(device, "mesh", None) is None
+
+
+def host_array(n):
+    """The host array of materialised node `n` — a HostNode's own, or a CPU device array
+    read in place (zero-copy; waiting for it if a program is still computing it) — or None
+    (pending, an accelerator's, a mesh's, deleted)."""
+    if n.__class__ is HostNode:
+        return n.host
+    if n.op is not _DATA:
+        return None
+    d = n.device
+    if d is None or d.type != "cpu":
+        return None
+    v = _slot_get(n)
+    if not isinstance(v, jax.Array) or v.is_deleted() or len(v.devices()) != 1:
+        return None
+    return np.asarray(v)
+
+
+# node -> its host array, for nodes read more than once (a dataset's split, `data[:n]`, sliced
+# at every drawn offset): a CPU array read in place, or views of host data still pending
+# (keyed by id, each entry dropped by its node's death: a WeakKeyDictionary lookup makes a
+# weak reference per call)
+_seen: dict = {}
+_VIEW_OPS = frozenset(("slice", "reshape", "transpose", "broadcast_to"))
+
+
+def host_value(n):
+    """host_array(n), or for pending `n` that is only views (slices, reshapes, transposes,
+    broadcasts) of host data the numpy view they make — `train_data = data[:n]` before any
+    sync; None otherwise."""
+    if n.__class__ is HostNode:
+        return n.host
+    e = _seen.get(id(n))
+    if e is not None and e[0]() is n:
+        return e[1]
+    if n.op is _DATA:
+        v = host_array(n)
+    else:
+        d = n.device
+        if d is None or d.type != "cpu":
+            return None
+        chain = []
+        m = n
+        while m.op is not _DATA:
+            name = m.op.name
+            if len(chain) > 8 or not (name in _VIEW_OPS and len(m.inputs) == 1 or (
+                    name == "dyn_slice" and all(i.op is _SCALAR for i in m.inputs[1:]))):
+                return None
+            chain.append(m)
+            m = m.inputs[0]
+        v = host_array(m)
+        if v is None:
+            return None
+        for m in reversed(chain):
+            if m.op.name == "dyn_slice":     # a window at offsets given as data (clamped
+                sizes = m.attrs[0]            # into range, as XLA's dynamic_slice does)
+                v = v[tuple(slice(b, b + k) for b, k in (
+                    (min(max(int(i.value), 0), d - k), k)
+                    for i, d, k in zip(m.inputs[1:], v.shape, sizes)))]
+            else:
+                v = host_eval.view(m.op.name, m.attrs, v)
+        if v.shape != n.shape:
+            return None
+        if v.flags.writeable:          # (a reshape that had to copy)
+            v.setflags(write=False)
+    if v is not None:
+        k = id(n)
+        _seen[k] = (weakref.ref(n, lambda _, k=k: _seen.pop(k, None)), v)
+    return v
+
+
+def arg(n):
+    """What leaf `n` passes to an executable: its device array, or for a HostNode not yet
+    uploaded its host array on the first use (the call copies it in) and a device array
+    made once from the second on."""
+    v = _slot_get(n)
+    if v is not None and not v.is_deleted():
+        return v
+    if n.used:
+        return n.value
+    n.used = True
+    return n.host
+
+
+def written(n) -> bool:
+    """Whether node `n` holds the result of an in-place write done on the host."""
+    return n.__class__ is HostNode and n.written
+
+
+def uploaded(n) -> bool:
+    """Whether HostNode `n` holds a live device array (only then can a program be given its
+    buffer to update in place)."""
+    v = _slot_get(n)
+    return v is not None and not v.is_deleted()
+
+
+# ---- exact integer arithmetic on the host ---------------------------------------------------
+_INT_OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul}
+_RANGES: dict = {}
+
+
+def int_op(name, n, y):
+    """`x <op> y` for x a 0-d integer HostNode `n` (`i + block_size`, i an element of drawn
+    indices) and y a Python int that fits its dtype or a tensor holding another such node:
+    the result as a new HostNode — exact, wrapping on overflow as XLA does — or None (the op
+    is recorded)."""
+    fn = _INT_OPS.get(name)
+    dtype = n.dtype
+    if fn is None or dtype.kind not in "iu" or n.shape:
+        return None
+    r = _RANGES.get(dtype)
+    if r is None:
+        info = np.iinfo(dtype.np)
+        r = _RANGES[dtype] = (int(info.min), int(info.max))
+    lo, hi = r
+    if y.__class__ is int:
+        if not lo <= y <= hi:
+            return None
+    else:
+        m = getattr(y, "_node", None)
+        if m.__class__ is not HostNode or m.dtype is not dtype or m.device is not n.device or \
+                m.shape or y._edge is not None:
+            return None
+        y = m.host.item()
+    if rt.observers or rt.local.tracing_body:
+        return None
+    v = fn(n.host.item(), y)        # (Python ints: no ufunc on a 0-d array)
+    if not lo <= v <= hi:
+        v = (v - lo) % (hi - lo + 1) + lo
+    return host_node(np.array(v, dtype.np), dtype, n.device)
+
+
+# ---- strided layouts of a root's elements (flowlite.views) --------------------------------
+def read_layout(arr, shape, off, strides):
+    """The elements of `arr` (in its row-major order) at layout (off, strides): a view."""
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    it = flat.itemsize
+    return _as_strided(flat[off:], tuple(shape), tuple(s * it for s in strides),
+                       writeable=False)
+
+
+def write_layout(arr, shape, off, strides, value):
+    """A copy of `arr` with the elements at layout (off, strides) set to `value`
+    (broadcast)."""
+    out = np.array(arr, order="C", copy=True)
+    it = out.itemsize
+    w = _as_strided(out.reshape(-1)[off:], tuple(shape), tuple(s * it for s in strides))
+    w[...] = value
+    return out
