@@ -100,3 +100,4 @@ from .data import Generator  # noqa: E402
 import gc as _gc
 
 _gc.freeze()
+metrics.imported()      # startup ends here; FLOWLITE_SUMMARY=1 starts the run summary

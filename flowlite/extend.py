@@ -1,12 +1,12 @@
 """flowlite.extend — the one public API for building on flowlite's core.
 
 Layer: extension API — imports distributed, engine.cache, engine.device, engine.dtypes,
-engine.errors, engine.executor, engine.ir, engine.mesh, engine.metrics, engine.tape,
-frontend.checks, frontend.compile, frontend.control_flow, frontend.ops, frontend.ops._autocast,
-frontend.primitives, frontend.random, frontend.recording, frontend.tensor. `flowlite.nn`,
-`flowlite.optim`, `flowlite.data` and user code that defines its own fused operations import
-this module (never `executor`, `lowering`, `ir` or the tape), so the core can change underneath
-them.
+engine.errors, engine.executor, engine.ir, engine.mesh, engine.metrics, engine.phases,
+engine.tape, frontend.checks, frontend.compile, frontend.control_flow, frontend.ops,
+frontend.ops._autocast, frontend.primitives, frontend.random, frontend.recording,
+frontend.tensor. `flowlite.nn`, `flowlite.optim`, `flowlite.data` and user code that defines its
+own fused operations import this module (never `executor`, `lowering`, `ir` or the tape), so the
+core can change underneath them.
 
 What it offers:
 
@@ -42,6 +42,12 @@ What it offers:
   (place a jax array on a device or sharding, across processes too);
 * data parallelism over device meshes (`Mesh`, `data_parallel`, `shard_batch`,
   `global_batch`: flowlite.distributed's GSPMD placement, for `nn.parallel`);
+* the run summary's phase clock (flowlite.engine.phases): `clock.on` is true while
+  `--summary` / `FLOWLITE_SUMMARY=1` times the host's phases; then `timed(phase, fn, *args)`
+  counts fn's time as "data", "backward", ... (`untimed(phase)`: not inside it already);
+  an optimizer step (a training iteration) is `prev = step_enter()`, its recording,
+  `step_sync()`, its sync, `step_leave(prev)` — or `timed_step(fn, *args)` for a step whose
+  parts are timed by what they are;
 * a Tensor subclass whose constructor takes a tensor (`nn.Parameter`) initialises itself as
   a handle on that tensor's value with `share_into(self, t)`.
 """
@@ -57,6 +63,7 @@ from .engine.errors import (ArgumentError, DTypeError, IndexRangeError, IndexSha
 from .engine.ir import Prim
 from .engine.mesh import put
 from .engine.metrics import user_site, user_stacklevel
+from .engine.phases import clock, step_enter, step_leave, step_sync, timed, timed_step, untimed
 from .frontend.tensor import Size, Tensor, from_jax, from_numpy, tensor
 from .engine.tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .frontend.recording import (host_scalar, rebind, record, record_into, set_value, share,
@@ -75,7 +82,8 @@ __all__ = ["Tensor", "Size", "ops", "prims", "random", "autocast", "dtypes", "sc
            "data_parallel", "shard_batch", "global_batch", "check_index", "checks_enabled",
            "on_clear_cache", "conv", "conv_input_grad", "reduce_window", "slice_strided",
            "pad_general", "take_along", "ArgumentError", "DTypeError", "IndexRangeError",
-           "IndexShapeError", "LayerArgumentError", "UnsupportedError", "UnsupportedModeError"]
+           "IndexShapeError", "LayerArgumentError", "UnsupportedError", "UnsupportedModeError",
+           "clock", "timed", "untimed", "step_enter", "step_sync", "step_leave", "timed_step"]
 
 _DATA = _ir.DATA
 

@@ -12,6 +12,9 @@ Each torch module is a thin alias object over the flowlite module: reads come fr
 flowlite module (so `torch.nn.Module is flowlite.nn.Module`), writes go to it (so
 `torch.backends.cudnn.benchmark = True` sets flowlite's flag).
 
+`python -m flowlite.run --summary script.py` prints at exit where the run's time went
+(flowlite.metrics.summary(); FLOWLITE_SUMMARY=1 does it for any program importing flowlite).
+
 In-process use (a notebook): `import flowlite.run; flowlite.run.install()` then `import torch`.
 
 Layer: package — imports nothing of flowlite.
@@ -232,10 +235,13 @@ def run_path(script: str, argv=None, run_module: bool = False):
     return runpy.run_path(script, run_name="__main__")
 
 
-_USAGE = ("usage: python -m flowlite.run script.py [args...]\n"
-          "       python -m flowlite.run -m module [args...]\n"
+_USAGE = ("usage: python -m flowlite.run [--summary] script.py [args...]\n"
+          "       python -m flowlite.run [--summary] -m module [args...]\n"
           "Runs an unchanged PyTorch script with `torch` resolved to flowlite, with JAX's\n"
-          "x64 mode on so float64/int64 are 64-bit as in PyTorch (FLOWLITE_X64=0: off).")
+          "x64 mode on so float64/int64 are 64-bit as in PyTorch (FLOWLITE_X64=0: off).\n"
+          "--summary: at exit, print where the run's time went (compiles, host time by\n"
+          "phase, executions/syncs/transfers per iteration, the lines that synced) to\n"
+          "stderr; FLOWLITE_SUMMARY=1 does the same for any program importing flowlite.")
 
 
 def _pytorch_dtypes():
@@ -247,8 +253,16 @@ def _pytorch_dtypes():
         jax.config.update("jax_enable_x64", True)
 
 
+def _enable_summary():
+    """Time the run's phases and print the summary at exit (flowlite.metrics.summary())."""
+    importlib.import_module(_PKG).metrics.enable_summary()
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    summary = bool(argv) and argv[0] == "--summary"
+    if summary:
+        argv = argv[1:]
     if not argv or argv[0] in ("-h", "--help"):
         print(_USAGE, file=sys.stderr if not argv else sys.stdout)
         return 2 if not argv else 0
@@ -257,6 +271,8 @@ def main(argv=None) -> int:
             print(_USAGE, file=sys.stderr)
             return 2
         _pytorch_dtypes()
+        if summary:
+            _enable_summary()
         run_path(argv[1], argv[2:], run_module=True)
         return 0
     script = argv[0]
@@ -264,6 +280,8 @@ def main(argv=None) -> int:
         print(f"flowlite.run: {script}: no such file", file=sys.stderr)
         return 2
     _pytorch_dtypes()
+    if summary:
+        _enable_summary()
     run_path(script, argv[1:])
     return 0
 

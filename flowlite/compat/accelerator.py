@@ -4,7 +4,7 @@ The accelerator is JAX's non-CPU backend, if any: a GPU (reported as `cuda`, PyT
 name) or a TPU.  On a CPU-only machine `is_available()` is False and
 `current_accelerator()` returns None, exactly as PyTorch does without an accelerator.
 
-Layer: compat — imports engine.device, engine.executor.
+Layer: compat — imports engine.device, engine.executor, engine.phases.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import jax
 
 from ..engine.device import Device, default_device, device as _device, set_default_device
 from ..engine.executor import sync as _sync
+from ..engine.phases import timed as _timed
 
 __all__ = ["is_available", "current_accelerator", "device_count", "current_device_index",
            "set_device_index", "current_device_idx", "set_device_idx", "synchronize"]
@@ -84,4 +85,4 @@ def synchronize(device=None) -> None:
     kind, devs = _require("synchronize")
     i = _current_index(kind) if device is None else _device(device).index
     _sync("flowlite.accelerator.synchronize()")
-    (jax.device_put(0, devs[i]) + 0).block_until_ready()
+    _timed("blocked", lambda: (jax.device_put(0, devs[i]) + 0).block_until_ready())

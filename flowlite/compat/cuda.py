@@ -6,7 +6,7 @@ the JAX devices of that backend.  flowlite has one generator seed for all device
 nothing when none does.  `synchronize()` runs the pending graph (`flowlite.sync()`) and
 waits until the device has finished it.
 
-Layer: compat — imports engine.device, engine.executor, frontend.random.
+Layer: compat — imports engine.device, engine.executor, engine.phases, frontend.random.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import jax
 from ..frontend import random as _random
 from ..engine.device import default_device, device as _device, set_default_device
 from ..engine.executor import sync as _sync
+from ..engine.phases import timed as _timed
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "get_device_name",
            "get_device_capability", "get_device_properties", "is_bf16_supported",
@@ -148,7 +149,7 @@ def synchronize(dev=None) -> None:
     """Run all pending flowlite work and wait until the CUDA device has finished it."""
     i = _index("synchronize", dev)
     _sync("flowlite.cuda.synchronize()")
-    _wait(_gpus()[i])
+    _timed("blocked", _wait, _gpus()[i])
 
 
 def manual_seed(seed: int) -> None:

@@ -188,6 +188,8 @@ class _BatchIterator(_Pass):
         self._live_queues = list(self._queues)
 
     def __next__(self) -> Any:
+        if extend.clock.on and extend.untimed("data"):    # the run summary's "data" phase
+            return extend.timed("data", self.__next__)
         if self._done:
             raise StopIteration
         if self._inline is not None:
@@ -300,6 +302,8 @@ class _WorkerPool(_Pass):
         self._sent += 1
 
     def __next__(self) -> Any:
+        if extend.clock.on and extend.untimed("data"):    # the run summary's "data" phase
+            return extend.timed("data", self.__next__)
         if self._done or (self._exhausted and self._taken == self._sent):
             self.close()
             raise StopIteration

@@ -1,12 +1,12 @@
 """The executable cache: graph structures and their executables, keyed by graph.
 
-Layer: engine — imports buckets, host_data, ir, lowering, matmul_precision, metrics, rollback. A
-graph key maps to a _Structure (what every run of that graph fixes: donatable leaves, check
-masks, packed host scalars) holding its executables by donation set, least recently used first,
-at most `set_cache_limit()` structures; a key recorded with the ops maps straight to its
-structure (_by_stream). JAX's persistent compilation cache is set up under ~/.cache/flowlite/xla
-(FLOWLITE_CACHE_DIR; "off" disables it). clear_cache() drops it all and every cache registered
-with on_clear().
+Layer: engine — imports buckets, host_data, ir, lowering, matmul_precision, metrics, phases,
+rollback. A graph key maps to a _Structure (what every run of that graph fixes: donatable
+leaves, check masks, packed host scalars) holding its executables by donation set, least
+recently used first, at most `set_cache_limit()` structures; a key recorded with the ops maps
+straight to its structure (_by_stream). JAX's persistent compilation cache is set up under
+~/.cache/flowlite/xla (FLOWLITE_CACHE_DIR; "off" disables it). clear_cache() drops it all and
+every cache registered with on_clear().
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import jax
 from . import buckets, ir, matmul_precision, metrics
 from .host_data import HostNode, uploaded
 from .lowering import pack_groups, pack_values
+from .phases import clock, note_h2d
 from .rollback import _replaced_input
 
 _DATA = ir.DATA
@@ -162,6 +163,9 @@ class _Structure:
                 self.last_pack = (vals, pack, True)
             return pack
         pack = _pack_scalars(scalars)
+        if clock.on:
+            for a in pack:
+                note_h2d(a.nbytes)
         self.last_pack = (vals, pack, False)
         return pack
 

@@ -1,8 +1,8 @@
 """The sync barrier: pending graph -> cached XLA executable -> rebound tensors.
 
 Layer: engine — imports buckets, cache, device, graph_key, host_data, ir, lowering, metrics,
-rollback, runtime, tape. It works on nodes, never on the Tensor class. Debug tools observe it
-through the hooks on `runtime.rt`.
+phases, rollback, runtime, tape. It works on nodes, never on the Tensor class. Debug tools
+observe it through the hooks on `runtime.rt`.
 
 At a sync every live tensor with pending work (and every pending node the tape
 still needs) becomes an output of ONE executable per device.  The graph key is
@@ -23,7 +23,7 @@ import time
 import jax
 import numpy as np
 
-from . import buckets, ir, metrics
+from . import buckets, ir, metrics, phases
 from .cache import (_by_stream, _cache, _limit, _remember_stream, _Structure,
                     on_clear)
 from .rollback import (_BIG, FAILED, _again, _failed_live, _failures, _first_failure,
@@ -33,6 +33,7 @@ from .device import default_device
 from .host_data import HostNode, arg as host_arg
 from .graph_key import out_codes
 from .lowering import build_executable
+from .phases import clock
 from .runtime import KeyStream, rt
 from .tape import saved_pending_nodes
 
@@ -114,6 +115,10 @@ def sync(cause: str = "explicit flowlite.sync()", extra_roots=(), defer_checks=F
     or host read instead of now, so the host goes on tracing the next step while this one
     runs; that later call raises the error (verify_pending)."""
     with rt.lock:
+        # the run summary times it (flowlite.engine.phases), unless that is done already
+        # (an optimizer step times its sync itself)
+        if clock.on and clock.cur != "sync":
+            return phases.timed_sync(_sync, cause, extra_roots, defer_checks)
         _sync(cause, extra_roots, defer_checks)
 
 
@@ -124,10 +129,19 @@ def sync_for_read(cause: str, node) -> None:
     step's forward pass while the next batch's indices are drawn and read joins the step's
     one executable).  When everything pending is needed this is a plain sync."""
     with rt.lock:
+        if clock.on:        # the run summary times it (flowlite.engine.phases)
+            return phases.timed_read_sync(_read_sync, cause, node)
         if observers or rt.local.tracing_body:
             _sync(cause, (node,))       # flowlite.compile records whole syncs; scan raises
             return
         _sync_read(cause, node)
+
+
+def _read_sync(cause, node):
+    if observers or rt.local.tracing_body:
+        _sync(cause, (node,))
+        return
+    _sync_read(cause, node)
 
 
 def _pending_ids(node, into, stream, floor):
@@ -711,7 +725,7 @@ def _verify_deferred(current=None, wait=True):
         if not wait and not _finished(rec.flags):
             return
         del recs[0]
-        bad = verify(rec.flags, rec.infos)
+        bad = verify(rec.flags, rec.infos, not wait)
         if bad:
             local.unverified = None
             _roll_back_deferred(rec, bad, recs, current)

@@ -3,15 +3,24 @@
 `counters()` is cheap to call in a loop; `report()` says why each sync
 happened (explicit, `.item()` at file:line, optimizer step, ...).
 
-Layer: engine — imports runtime. The debug layer adds its report sections and reset hooks here.
+`summary()` is the run summary: wall time, compiles, the host's time by phase (phases.py),
+executions, syncs and transfers in total and per training iteration, the lines that synced and
+the graph cuts (`note_cut`); `enable_summary()` (`python -m flowlite.run --summary`,
+`FLOWLITE_SUMMARY=1`) starts the phase clock and prints it at exit.
+
+Layer: engine — imports phases, runtime. The debug layer adds its report sections and reset
+hooks here.
 """
 from __future__ import annotations
 
+import atexit
 import collections
 import os
 import sys
 import time
 
+from . import phases
+from .phases import clock
 from .runtime import rt
 
 _C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_cache_hits": 0,
@@ -31,6 +40,8 @@ def counters() -> dict:
 
 
 def reset() -> None:
+    if clock.on:        # the run summary counts from the process's start
+        _fold()
     for k in _C:
         _C[k] = 0.0 if k.endswith("_s") else 0
     _sync_causes.clear()
@@ -122,6 +133,8 @@ def note_compile(seconds: float, n_nodes: int, n_inputs: int, n_outputs: int, ca
     _C["compile_s"] += seconds
     _timing.compile_pending += seconds
     _compile_log.append((cause, n_nodes, n_inputs, n_outputs, seconds, loaded))
+    if clock.on:
+        phases.note_compile(seconds)
     if listeners:
         _tell("compile", (cause, n_nodes, n_inputs, n_outputs, seconds, loaded))
 
@@ -213,3 +226,198 @@ def report() -> str:
             lines.append(f"    {s:7.3f}s  {'loaded  ' if loaded else 'compiled'}  {nn} ops, "
                          f"{ni} inputs, {no} outputs  ({cause})")
     return "\n".join(lines)
+
+
+# ---- the run summary ---------------------------------------------------------------------------
+# what reset() cleared while the summary was on: the summary counts from the process's start
+_before = {"counters": dict.fromkeys(_C, 0), "causes": collections.Counter(),
+           "cuts": collections.Counter(), "loaded": 0}
+clock.counters = _C     # an optimizer step's snapshot reads them (phases.timed_step)
+
+
+def _fold() -> None:
+    phases.rebase(_C["executions"], _C["syncs"], _C["compiles"])
+    b = _before["counters"]
+    for k, v in _C.items():
+        b[k] += v
+    _before["causes"].update(_sync_causes)
+    _before["cuts"].update(_cuts)
+    _before["loaded"] += sum(1 for e in _compile_log if e[5])
+
+
+def _totals() -> dict:
+    """The counters since the process started (metrics.reset() calls included, while the
+    summary is on)."""
+    b = _before["counters"]
+    return {k: v + b[k] for k, v in _C.items()}
+
+
+_PHASE_NAMES = {
+    "startup": "startup (python, jax and flowlite imports)",
+    "forward": "recording ops (forward; outside backward/step)",
+    "backward": "backward()",
+    "optimizer": "optimizer.step() recording",
+    "data": "data (DataLoader, tensor(), from_numpy())",
+    "reads": "host reads (.item(), .tolist(), print)",
+    "sync": "syncs (graph walk, cache lookup, dispatch)",
+    "compile": "compile (or load from the persistent cache)",
+    "blocked": "blocked waiting on the device",
+    "other": "other python",
+}
+
+
+def _persistent_cache_dir():
+    jax = sys.modules.get("jax")
+    if jax is None:
+        return None
+    try:
+        return jax.config.jax_compilation_cache_dir or None
+    except AttributeError:
+        return None
+
+
+def summary(top: int = 8) -> dict:
+    """The run so far, as numbers (what `--summary` prints at exit):
+
+    wall_s: seconds since the process started (since enable_summary() when the clock
+    can't tell); compiles: count, seconds, how many were compiled and how many loaded from
+    JAX's persistent compile cache (its directory); phases_s: the host's seconds by phase
+    (None unless the summary is on: enable_summary()) — they add up to wall_s, "other" being
+    the rest; executions, syncs, transfers (host->device and device->host counts and bytes,
+    counted while the summary is on); iterations: Optimizer.step() calls; per_iteration:
+    the same numbers per iteration over iterations 2..N (the steady loop: from the first
+    step's end to the last's; None with fewer than 2), with host_s = wall_s - blocked_s;
+    sync_sites: [(cause with the user's file:line, count)] most frequent first; graph_cuts:
+    [(site, reason, count)]."""
+    c = _totals()
+    log_loaded = sum(1 for e in _compile_log if e[5]) + _before["loaded"]
+    causes = _before["causes"] + _sync_causes
+    cuts = _before["cuts"] + _cuts
+    wall, acc = phases.elapsed()
+    on = clock.on
+    if on:
+        named = sum(v for k, v in acc.items() if k != "other")
+        acc["other"] = max(0.0, wall - named)
+        tr = clock.transfers
+        transfers = {"h2d": tr[0], "h2d_bytes": tr[1], "d2h": tr[2], "d2h_bytes": tr[3]}
+    else:
+        transfers = None
+    per = None
+    first, latest = clock.first, clock.latest
+    if on and clock.steps >= 2 and latest is not first:
+        n = clock.steps - 1
+        w0, a0, *c0 = first
+        w1, a1, *c1 = latest
+        ph = {k: (a1[k] - a0[k]) / n for k in a1}
+        per = {"iterations": n, "wall_s": (w1 - w0) / n, "blocked_s": ph["blocked"],
+               "host_s": (w1 - w0) / n - ph["blocked"], "phases_s": ph}
+        for j, k in enumerate(("executions", "syncs", "compiles", "h2d", "d2h")):
+            per[k] = (c1[j] - c0[j]) / n
+    return {
+        "wall_s": wall,
+        "enabled": on,
+        "compiles": {"count": c["compiles"], "seconds": c["compile_s"],
+                     "compiled": c["compiles"] - log_loaded, "loaded": log_loaded,
+                     "persistent_cache_dir": _persistent_cache_dir()},
+        "phases_s": acc if on else None,
+        "executions": c["executions"],
+        "syncs": c["syncs"],
+        "cache_hits": c["cache_hits"],
+        "transfers": transfers,
+        "iterations": clock.steps if on else None,
+        "per_iteration": per,
+        "sync_sites": causes.most_common(top),
+        "graph_cuts": [(site, reason, n) for (site, reason), n in cuts.most_common(top)],
+        "graph_cuts_total": sum(cuts.values()),
+    }
+
+
+def _bytes(n) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n} B"
+
+
+def _ms(s) -> str:
+    return f"{s * 1e3:.2f} ms"
+
+
+def format_summary(s: dict = None) -> str:
+    """summary() as the text `--summary` prints."""
+    s = summary() if s is None else s
+    script = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
+    wall = s["wall_s"]
+    lines = [f"flowlite summary: {script}: {wall:.2f} s wall, from the process's start"]
+    cc = s["compiles"]
+    where = cc["persistent_cache_dir"]
+    lines.append(f"  compiles: {cc['count']} in {cc['seconds']:.2f} s ({cc['compiled']} compiled, "
+                 f"{cc['loaded']} loaded from the persistent cache"
+                 + (f" {where}" if where else "; the persistent cache is off") + ")")
+    ph = s["phases_s"]
+    if ph is not None:
+        lines.append("  host time by phase:")
+        for k in phases.PHASES:
+            v = ph[k]
+            pct = 100 * v / wall if wall > 0 else 0.0
+            lines.append(f"    {_PHASE_NAMES[k]:<48} {v:8.3f} s {pct:5.1f}%")
+    tr = s["transfers"]
+    lines.append(f"  executions: {s['executions']}   syncs: {s['syncs']}   cache hits: "
+                 f"{s['cache_hits']}" + (
+                     f"   host->device: {tr['h2d']} ({_bytes(tr['h2d_bytes'])})   "
+                     f"device->host: {tr['d2h']} ({_bytes(tr['d2h_bytes'])})" if tr else ""))
+    it = s["iterations"]
+    per = s["per_iteration"]
+    if it is not None:
+        if not it:
+            lines.append("  iterations: none (no Optimizer.step() call)")
+        elif per is None:
+            lines.append(f"  iterations: {it} Optimizer.step() call (per-iteration numbers "
+                         "need 2)")
+        else:
+            lines.append(f"  per iteration ({it} Optimizer.step() calls; the steady loop, "
+                         f"iterations 2-{it}): {per['executions']:.2f} executions, "
+                         f"{per['syncs']:.2f} syncs, {per['compiles']:.2f} compiles, "
+                         f"{per['h2d']:.2f} host->device, {per['d2h']:.2f} device->host")
+            comp = per["phases_s"]["compile"]
+            lines.append(f"    {_ms(per['wall_s'])} wall = {_ms(per['host_s'])} host"
+                         + (f" ({_ms(comp)} of it compiling)" if comp >= 5e-6 else "")
+                         + f" + {_ms(per['blocked_s'])} blocked on the device")
+    if s["sync_sites"]:
+        lines.append("  syncs by site:")
+        lines.extend(f"    {n:7d}  {cause}" for cause, n in s["sync_sites"])
+    if s["graph_cuts"]:
+        lines.append(f"  graph cuts ({s['graph_cuts_total']}):")
+        lines.extend(f"    {n:7d}  {site}: {reason}" for site, reason, n in s["graph_cuts"])
+    else:
+        lines.append("  graph cuts: none")
+    return "\n".join(lines)
+
+
+def _print_summary() -> None:
+    try:
+        text = format_summary()
+    except Exception as e:  # noqa: BLE001 — never turn a finished run into a failure
+        text = f"flowlite summary: unavailable ({type(e).__name__}: {e})"
+    print(text, file=sys.stderr, flush=True)
+
+
+_summary_state = {"atexit": False}
+
+
+def enable_summary(print_at_exit: bool = True) -> None:
+    """Time the host's phases from now on (the time before, back to the process's start,
+    counts as startup and "other"), and print summary() to stderr at exit."""
+    phases.enable()
+    if print_at_exit and not _summary_state["atexit"]:
+        _summary_state["atexit"] = True
+        atexit.register(_print_summary)
+
+
+def imported() -> None:
+    """`import flowlite` finished (flowlite/__init__.py): startup ends here, and the summary
+    starts when FLOWLITE_SUMMARY is set."""
+    phases.mark_imported()
+    if os.environ.get("FLOWLITE_SUMMARY", "") not in ("", "0"):
+        enable_summary()

@@ -1,10 +1,10 @@
 """A failed sync commits nothing: failed checks, rollback, out-of-memory refusals.
 
-Layer: engine — imports graph_key, host_data, host_reads, ir, runtime. A node whose value failed
-to compute becomes FAILED (reading it raises its error again); the tensors a failed step rebound
-get their materialised nodes back, and outputs that replace a leaf in place (parameters,
-optimizer state) keep the leaf's value. Checks (index bounds, integer division by zero) are
-flags the executable returns, read after it ran (verify).
+Layer: engine — imports graph_key, host_data, host_reads, ir, phases, runtime. A node whose
+value failed to compute becomes FAILED (reading it raises its error again); the tensors a failed
+step rebound get their materialised nodes back, and outputs that replace a leaf in place
+(parameters, optimizer state) keep the leaf's value. Checks (index bounds, integer division by
+zero) are flags the executable returns, read after it ran (verify).
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from . import ir
 from .graph_key import forget
 from .host_data import HostNode, written
 from .host_reads import commit_host_read
+from .phases import block, clock
 from .runtime import rt
 
 _DATA = ir.DATA
@@ -35,10 +36,10 @@ class OutOfMemoryError(MemoryError):
     """An executable's outputs and scratch can't fit in the memory left on its device."""
 
 
-def verify(flags, infos):
+def verify(flags, infos, ready=False):
     """[(index, error)] of the failed checks, in recording order (empty when all passed).
-    Reading the flags waits for the execution to finish."""
-    f = np.asarray(flags)
+    Reading the flags waits for the execution to finish (unless `ready`: it has)."""
+    f = np.asarray(flags) if not clock.on else block(flags, ready)
     bad = f[:, 0].tolist()
     if not any(bad):
         return []

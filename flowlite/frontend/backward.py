@@ -1,9 +1,9 @@
 """flowlite's reverse-mode engine: `backward()` and `grad()` over the tape.
 
-Layer: frontend — imports engine.backward_templates, engine.ir, engine.runtime, engine.tape,
-recording, tensor. The grad mode and the tape's entries (GradFn, AccumulateGrad) live in `tape`,
-below the tensor; this engine sits above the op front end because the VJPs it runs are written
-in flowlite ops.
+Layer: frontend — imports engine.backward_templates, engine.ir, engine.phases, engine.runtime,
+engine.tape, recording, tensor. The grad mode and the tape's entries (GradFn, AccumulateGrad)
+live in `tape`, below the tensor; this engine sits above the op front end because the VJPs it
+runs are written in flowlite ops.
 
 Every differentiable op run under grad mode with an input that requires grad
 gets a `GradFn`: the primitive, its static attributes, the input *nodes*
@@ -16,7 +16,8 @@ forward, and with `create_graph=True` it is itself differentiable.
 from __future__ import annotations
 
 from ..engine import backward_templates as _templates
-from ..engine import ir
+from ..engine import ir, phases as _phases
+from ..engine.phases import clock as _clock
 from .recording import rebind
 from ..engine.runtime import rt
 from ..engine.tape import (AccumulateGrad, GradFn, _TupleCotangent, _state, is_grad_enabled,
@@ -47,29 +48,35 @@ def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs
     roots: tensors; grads: matching cotangent tensors.  If `inputs` is given,
     returns the gradient for each (and writes no .grad unless accumulate).
     """
-    root_edges = _root_edges(roots, grads)
-    if rec_outs is None:
-        _check_mid_step_syncs(root_edges)
-        if inputs is None and not create_graph and len(root_edges) == 1:
-            done = _try_template(root_edges[0][0], roots, grads, retain_graph)
-            if done:
-                return None
-    target_ids = _target_ids(inputs) if inputs is not None else None
-    deps = _dependency_counts(root_edges)
-    # grad(): run only the VJPs on a path to a requested input
-    useful = _on_paths_to(root_edges, target_ids) if target_ids is not None else None
-    captured = _execute(root_edges, deps, target_ids, useful, retain_graph, create_graph,
-                        accumulate, rec_outs)
-    if inputs is None:
-        return None
-    result = []
-    for i in range(len(inputs)):
-        g = captured.get(i)
-        if g is None and not allow_unused:
-            raise RuntimeError(f"grad: input {i} was not used in the graph of the outputs "
-                               "(pass allow_unused=True to get None)")
-        result.append(g)
-    return result
+    # the run summary's "backward" phase (flowlite.engine.phases): one flag test when off
+    prev = _phases.enter("backward") if _clock.on else None
+    try:
+        root_edges = _root_edges(roots, grads)
+        if rec_outs is None:
+            _check_mid_step_syncs(root_edges)
+            if inputs is None and not create_graph and len(root_edges) == 1:
+                done = _try_template(root_edges[0][0], roots, grads, retain_graph)
+                if done:
+                    return None
+        target_ids = _target_ids(inputs) if inputs is not None else None
+        deps = _dependency_counts(root_edges)
+        # grad(): run only the VJPs on a path to a requested input
+        useful = _on_paths_to(root_edges, target_ids) if target_ids is not None else None
+        captured = _execute(root_edges, deps, target_ids, useful, retain_graph, create_graph,
+                            accumulate, rec_outs)
+        if inputs is None:
+            return None
+        result = []
+        for i in range(len(inputs)):
+            g = captured.get(i)
+            if g is None and not allow_unused:
+                raise RuntimeError(f"grad: input {i} was not used in the graph of the outputs "
+                                   "(pass allow_unused=True to get None)")
+            result.append(g)
+        return result
+    finally:
+        if prev is not None:
+            _phases.leave("backward", prev)
 
 
 def _root_edges(roots, grads):

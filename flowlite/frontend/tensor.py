@@ -2,11 +2,11 @@
 
 Layer: frontend — imports engine.device, engine.dtypes, engine.errors, engine.executor,
 engine.graph_key, engine.host_data, engine.host_reads, engine.ir, engine.mesh, engine.metrics,
-engine.runtime, engine.tape, printing. `apply` is the single entry point that records an op: it
-builds the node (shape/dtype checked now, so errors point at the user's line), attaches a GradFn
-when the tape is on, and registers the result as pending work. The PyTorch-named methods
-(arithmetic, shape ops, `backward`, in- place `*_`) are bound onto `Tensor` by `tensor_methods`,
-above the op front end.
+engine.phases, engine.runtime, engine.tape, printing. `apply` is the single entry point that
+records an op: it builds the node (shape/dtype checked now, so errors point at the user's line),
+attaches a GradFn when the tape is on, and registers the result as pending work. The PyTorch-
+named methods (arithmetic, shape ops, `backward`, in- place `*_`) are bound onto `Tensor` by
+`tensor_methods`, above the op front end.
 """
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ from ..engine.graph_key import enter as _enter
 from ..engine.device import Device, _from_jax, default_device, device as _make_device
 from ..engine.mesh import device_for_sharding
 from ..engine.metrics import _C, user_site
+from ..engine import phases as _phases
+from ..engine.phases import clock as _clock
 from .printing import tensor_repr
 from ..engine.runtime import rt
 from ..engine.tape import AccumulateGrad, GradFn, _state
@@ -167,6 +169,8 @@ class Tensor:
 
     # ---- host reads (sync) ----------------------------------------------------
     def _value(self, cause):
+        if _clock.on and _phases.untimed("reads"):   # the run summary (engine.phases)
+            return _phases.timed("reads", _timed_read, self, cause)
         if _local.unverified is not None:   # a deferred check failed? raise it first
             executor.verify_pending()
         n = self._node
@@ -258,6 +262,13 @@ class Tensor:
         return repr(self)
 
 _new_tensor = Tensor.__new__
+
+
+def _timed_read(t, cause):
+    v = t._value(cause)
+    if isinstance(v, jax.Array):    # the wait for the device, and the copy to the host
+        v = _phases.block(v)
+    return v
 
 
 def _graph_guard(n):
@@ -417,6 +428,8 @@ def _to_device(arr, device):
     # to the caller's array, or buffer donation, would otherwise cross the boundary)
     if device.type == "cpu":
         arr = np.array(arr, copy=True)
+    if _clock.on:
+        _phases.note_h2d(arr.nbytes)
     mesh = getattr(device, "mesh", None)
     if mesh is not None:
         # host data bound for a mesh is a batch: split its leading dim over "data"
@@ -429,6 +442,8 @@ def _to_device(arr, device):
 def from_numpy(arr, device=None) -> Tensor:
     """Host array -> tensor: a copy, kept on the host for a CPU device (host_data), else
     transferred (asynchronously)."""
+    if _clock.on and _phases.untimed("data"):     # the run summary's "data" phase
+        return _phases.timed("data", from_numpy, arr, device)
     arr = np.asarray(arr)
     d = D.from_numpy_dtype(arr.dtype)
     fresh = arr.dtype != d.np
@@ -477,6 +492,8 @@ def _infer_list_dtype(data):
 
 def tensor(data, dtype=None, device=None, requires_grad=False) -> Tensor:
     """PyTorch's `torch.tensor`: copy data (nested lists, numpy, scalars, tensors)."""
+    if _clock.on and _phases.untimed("data"):     # the run summary's "data" phase
+        return _phases.timed("data", tensor, data, dtype, device, requires_grad)
     if isinstance(data, Tensor):
         data = data.numpy()
     if isinstance(data, jax.Array):

@@ -284,6 +284,12 @@ class LBFGS(Optimizer):
         if closure is None:
             raise TypeError("LBFGS.step() needs a closure that reevaluates the model and "
                             "returns the loss")
+        if extend.clock.on:     # the run summary: one training iteration (its closure's
+            # forward and backward passes timed as what they are)
+            return extend.timed_step(self._step, closure)
+        return self._step(closure)
+
+    def _step(self, closure):
         group = self.param_groups[0]
         lr = float(C._num(group["lr"]))
         max_iter, max_eval = group["max_iter"], group["max_eval"]

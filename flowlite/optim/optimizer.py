@@ -369,11 +369,19 @@ class Optimizer:
         if closure is not None:
             with extend.enable_grad():
                 loss = closure()
-        with no_grad():
-            for gi in range(len(self.param_groups)):
-                self._record_group(gi)
-        self._step_count += 1
-        extend.sync(_cause(self, "step()", user_site(2)))
+        # the run summary times the recording and the sync of a training iteration
+        prev = extend.step_enter() if extend.clock.on else None
+        try:
+            with no_grad():
+                for gi in range(len(self.param_groups)):
+                    self._record_group(gi)
+            self._step_count += 1
+            if prev is not None:
+                extend.step_sync()
+            extend.sync(_cause(self, "step()", user_site(2)))
+        finally:
+            if prev is not None:
+                extend.step_leave(prev)
         return loss
 
     def _record_group(self, gi):
