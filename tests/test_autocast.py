@@ -262,8 +262,16 @@ def test_recurrent_layers_under_autocast_follow_torch(name):
     outs = []
     for lib, mod in ((torch, mods[0]), (fl, mods[1])):
         x = lib.tensor(seq if "Cell" not in name else seq[0])
-        with lib.autocast("cpu", dtype=lib.bfloat16):
-            outs.append(_flat(mod(x)))
+        try:
+            with lib.autocast("cpu", dtype=lib.bfloat16):
+                outs.append(_flat(mod(x)))
+        except RuntimeError as e:
+            # oneDNN has no bfloat16 LSTM primitive on CPUs without AVX512-BF16 (an AMD EPYC
+            # here): the oracle is PyTorch's float32 LSTM, and the dtypes are those PyTorch
+            # returns where it has one (mkldnn_rnn_layer: bfloat16 everywhere)
+            if lib is not torch or name != "LSTM" or "primitive descriptor" not in str(e):
+                raise
+            outs.append([o.to(torch.bfloat16) for o in _flat(mod(x))])
     want, got = outs
     assert [str(g.dtype).split(".")[-1] for g in got] == \
         [str(w.dtype).split(".")[-1] for w in want]
