@@ -69,7 +69,17 @@ def host_node(arr, dtype, device, fresh=True) -> HostNode:
     already."""
     if fresh:
         arr.setflags(write=False)
-    shape = arr.shape
+    return _leaf(arr, arr.shape, dtype, device, _sig(arr.shape, dtype))
+
+
+def _sig(shape, dtype):
+    sig = _sig_of.get((shape, dtype))
+    if sig is None:
+        sig = _sig_of[(shape, dtype)] = ir.intern_sig((_DATA, (), shape, dtype, 0))
+    return sig
+
+
+def _leaf(arr, shape, dtype, device, sig) -> HostNode:
     n = _new(HostNode)
     n.op = _DATA
     n.inputs = n.attrs = ()
@@ -81,37 +91,16 @@ def host_node(arr, dtype, device, fresh=True) -> HostNode:
     n.used = n.written = False
     n.site = n.tag = n.check = n.epoch = n.size = None
     n.mark = 0
-    sig = _sig_of.get((shape, dtype))
-    if sig is None:
-        sig = _sig_of[(shape, dtype)] = ir.intern_sig((_DATA, (), shape, dtype, 0))
     n.sig = sig
     return n
 
 
 def row_nodes(arr, dtype, device) -> list:
     """A HostNode per row of read-only host array `arr` (numpy views)."""
-    out = []
-    append = out.append
     shape = arr.shape[1:]
-    sig = _sig_of.get((shape, dtype))
-    if sig is None:
-        sig = _sig_of[(shape, dtype)] = ir.intern_sig((_DATA, (), shape, dtype, 0))
+    sig = _sig(shape, dtype)
     rows = list(arr) if shape else [arr[k, ...] for k in range(arr.shape[0])]
-    for r in rows:
-        n = _new(HostNode)
-        n.op = _DATA
-        n.inputs = n.attrs = ()
-        n.shape = shape
-        n.dtype = dtype
-        n.device = device
-        _slot_set(n, None)
-        n.host = r
-        n.used = n.written = False
-        n.site = n.tag = n.check = n.epoch = n.size = None
-        n.mark = 0
-        n.sig = sig
-        append(n)
-    return out
+    return [_leaf(r, shape, dtype, device, sig) for r in rows]
 
 
 def on_host(device) -> bool:
