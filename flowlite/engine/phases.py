@@ -94,47 +94,28 @@ def leave(phase, prev) -> None:
 def timed(phase, fn, *args):
     """`fn(*args)`, its time (less that of the phases nested in it) counted as `phase` when
     called on the main thread."""
-    c = clock
-    if not c.on or _ident() != _MAIN:
+    if not clock.on or _ident() != _MAIN:
         return fn(*args)
-    acc = c.acc
-    prev = c.cur
-    now = _now()
-    acc[prev] += now - c.last
-    c.depth += 1
-    c.cur = phase
-    c.last = now
+    prev = enter(phase)
     try:
         return fn(*args)
     finally:
-        now = _now()
-        acc[phase] += now - c.last
-        c.depth -= 1
-        c.cur = prev if c.depth else c.base
-        c.last = now
+        leave(phase, prev)
 
 
 def timed_sync(fn, *args):
     """A sync of all pending work: after it, time between phases counts as "other"."""
-    c = clock
-    if not c.on or _ident() != _MAIN:
+    if not clock.on or _ident() != _MAIN:
         return fn(*args)
-    acc = c.acc
-    prev = c.cur
-    now = _now()
-    acc[prev] += now - c.last
-    c.depth += 1
-    c.cur = "sync"
-    c.last = now
+    prev = enter("sync")
     try:
         return fn(*args)
     finally:
-        now = _now()
-        acc["sync"] += now - c.last
-        c.last = now
-        c.depth -= 1
+        leave("sync", prev)
+        c = clock
         c.base = "other"
-        c.cur = prev if c.depth else "other"
+        if not c.depth:
+            c.cur = "other"
 
 
 def timed_read_sync(fn, *args):
