@@ -244,3 +244,38 @@ def test_randint_bounds_are_data_one_program_for_every_range():
         draws.append(v)
     assert M.counters()["compiles"] - before == 1
     assert (draws[3] == 10).all()
+
+
+@pytest.mark.parametrize("low,high,shape,dtype", [
+    (0, 90000, (32,), None), (-7, 3, (4, 5), fl.int32), (0, 2 ** 31 - 1, (1000,), None),
+    (-2 ** 31, 2 ** 31 - 1, (64,), None), (5, 6, (100,), fl.float32),
+    (0, (1 << 23) + 1, (300,), None), (0, 1 << 23, (257,), fl.int64), (3, 4, (), None)])
+def test_small_integer_draws_on_cpu_are_computed_on_the_host_bit_for_bit(monkeypatch, low, high,
+                                                                         shape, dtype):
+    # a small randint on the CPU is numpy on the host (get_batch iterates it next): the same
+    # numbers as the program draws, the same stream position after it
+    from flowlite.engine.host_data import HostNode
+    from flowlite.frontend import random as R
+    fl.manual_seed(11)
+    host = fl.randint(low, high, shape, dtype=dtype)
+    after_host = fl.rand(3).numpy()
+    assert type(host._node) is HostNode
+    monkeypatch.setattr(R, "_HOST_DRAW_MAX", -1)
+    fl.manual_seed(11)
+    prog = fl.randint(low, high, shape, dtype=dtype)
+    assert type(prog._node) is not HostNode
+    np.testing.assert_array_equal(host.numpy(), prog.numpy())
+    assert host.dtype == prog.dtype and tuple(host.shape) == tuple(shape)
+    np.testing.assert_array_equal(after_host, fl.rand(3).numpy())
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 1000])
+def test_small_randperm_on_cpu_is_the_programs_permutation(monkeypatch, n):
+    from flowlite.frontend import random as R
+    fl.manual_seed(5)
+    host = fl.randperm(n).numpy()
+    monkeypatch.setattr(R, "_HOST_DRAW_MAX", -1)
+    fl.manual_seed(5)
+    prog = fl.randperm(n).numpy()
+    np.testing.assert_array_equal(host, prog)
+    assert sorted(host.tolist()) == list(range(n))

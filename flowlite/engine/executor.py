@@ -230,12 +230,11 @@ def _sync_read(cause, node):
     if all(taken) and all(taken_checks):
         _sync(cause, (node,))   # the read needs all pending work: one ordinary sync
         return
-    roots = []
+    # roots in the order an ordinary sync takes them (the pending list's), so a read that
+    # runs part of the pending work and one that runs all of it key the same graph
+    roots = [n for (n, _), t in zip(cands, taken) if t]
     if _is_pending(node):
         roots.append(node)
-    for (n, _), t in zip(cands, taken):
-        if t:
-            roots.append(n)
     roots = list(dict.fromkeys(roots))
     local.pending[:] = [r for (_, r), t in zip(cands, taken) if not t and r is not None]
     run_checks = [c for c, t in zip(checks, taken_checks) if t]

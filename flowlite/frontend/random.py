@@ -1,10 +1,10 @@
 """Device-resident randomness.
 
-Layer: frontend — imports engine.device, engine.dtypes, engine.errors, engine.ir, engine.mesh,
-engine.runtime, ops, ops._core, primitives, tensor. The seed key is device data (one per device)
-and every draw folds a host draw counter (`rt.rng_draws`, entering the graph as data) into it
-inside the graph, so masks differ every step, are reproducible per seed, nothing recompiles, and
-the seed is never baked into a program.
+Layer: frontend — imports engine.device, engine.dtypes, engine.errors, engine.host_data,
+engine.ir, engine.mesh, engine.runtime, ops, ops._core, ops.creation, primitives, tensor. The
+seed key is device data (one per device) and every draw folds a host draw counter
+(`rt.rng_draws`, entering the graph as data) into it inside the graph, so masks differ every
+step, are reproducible per seed, nothing recompiles, and the seed is never baked into a program.
 """
 from __future__ import annotations
 
@@ -21,6 +21,8 @@ from .ops import _dev, reshape
 from .ops import broadcast_shapes as _broadcast_shapes, broadcast_to as _broadcast_to
 from .ops import full_like as _full_like, zeros_like as _zeros_like
 from .ops._core import int_size, pointwise
+from .ops.creation import host_permutation, host_randint
+from ..engine.host_data import host_node, host_value, on_host
 from ..engine.runtime import rt
 from .tensor import Tensor, apply, from_jax, from_numpy
 
@@ -89,6 +91,32 @@ def set_rng_state(state: Tensor, device=None) -> None:
     v = np.asarray(state.numpy(), np.uint32)
     _keys[device] = _place_key(v[:2].copy(), device)
     rt.rng_draws = int(v[2]) | (int(v[3]) << 32)
+
+
+# integer draws of at most this many elements on a plain CPU device are computed on the host
+# (numpy, the program's numbers bit for bit): `ix = torch.randint(len(data) - block, (batch,))`
+# is iterated on the host next, and a tiny program plus its read costs ~15x the numpy
+_HOST_DRAW_MAX = 1 << 16
+
+
+def _host_draw(device, shape, requires_grad):
+    """(device, its key as a host array) when a draw of `shape` is computed on the host."""
+    if requires_grad or rt.observers or rt.local.tracing_body:
+        return None
+    dev = _dev(device)
+    size = 1
+    for s in shape:
+        size *= s
+    if size > _HOST_DRAW_MAX or not on_host(dev):
+        return None
+    k = host_value(_state(dev)._node)
+    return None if k is None else (dev, k)
+
+
+def _host_counter():
+    n = rt.rng_draws
+    rt.rng_draws = n + 1
+    return n % (2 ** 32)
 
 
 def _shape(size, op="rand"):
@@ -176,6 +204,11 @@ def randint(low=0, high=None, size=None, generator=None, dtype=None, device=None
                                requires_grad)
     low, high = int(low), int(high)
     if -2 ** 31 <= low and high <= 2 ** 31 - 1:
+        host = _host_draw(device, shape, requires_grad)
+        if host is not None:
+            dev, k = host
+            return Tensor(host_node(host_randint(k, _host_counter(), shape, low, high, d),
+                                    d, dev))
         # the bounds travel as data: train and validation splits of different lengths
         # (randint(len(data) - block, ...)) draw with one program
         key, n = next_key(_dev(device))
@@ -197,6 +230,10 @@ def randperm(n, generator=None, dtype=None, device=None, requires_grad=False):
     if generator is not None:
         return _from_generator(generator, "randperm", lambda g: g.permutation(int(n)), d,
                                device, requires_grad)
+    host = _host_draw(device, (n,), requires_grad)
+    if host is not None:
+        dev, k = host
+        return Tensor(host_node(host_permutation(k, _host_counter(), n, d), d, dev))
     return _make(P.rng_permutation, (int(n),), (int(n), d), d, device, requires_grad)
 
 
