@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import flowlite as fl
-from flowlite.engine import cache, metrics, reroll
+from flowlite.engine import cache, executor, metrics, reroll
 
 
 @pytest.fixture
@@ -50,11 +50,13 @@ def _stack(lib, layers, d, dropout=0.0):
     return Net()
 
 
-def _train(lib, model, x, y, steps=3, sgd=False):
+def _train(lib, model, x, y, steps=3, sgd=False, wait_at=None):
     opt = lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9) if sgd else \
         lib.optim.AdamW(model.parameters(), lr=1e-2)
     losses = []
-    for _ in range(steps):
+    for k in range(steps):
+        if k == wait_at:
+            executor.wait_for_compiles()
         loss = lib.nn.functional.cross_entropy(model(x), y)
         opt.zero_grad()
         loss.backward()
@@ -184,7 +186,9 @@ def test_stacked_layers_switch_to_the_unrolled_program_after_their_first_steps(x
     x = fl.from_numpy(rng.normal(size=(4, 8)))
     y = fl.from_numpy(rng.integers(0, 3, size=4))
     before = metrics.counters()["rerolled_upgrades"]
-    losses, params = _train(fl, model, x, y, steps=reroll.UPGRADE_AFTER + 4)
+    # (the unrolled form compiles in the background meanwhile: wait for it at one step)
+    losses, params = _train(fl, model, x, y, steps=reroll.UPGRADE_AFTER + 4,
+                            wait_at=reroll.UPGRADE_AFTER + 2)
     assert metrics.counters()["rerolled_upgrades"] - before == 1
     assert "the unrolled form of a re-rolled program" in fl.metrics.report()
     reroll.set_reroll(False)

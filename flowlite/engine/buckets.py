@@ -814,7 +814,8 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs, step=False, donate=(), gu
     exe = Executable(compiled, len(outs), donate)
     exe.n_checks = len(chk)
     exe.guarded = frozenset(i for i, _ in guards) if chk else frozenset()
-    exe.stats = _stats(compiled, len(arg_specs), len(outs), donate, arg_specs)
+    exe.stats = _stats(compiled, len(arg_specs), len(outs), donate,
+                       [getattr(arg_specs[j], "nbytes", 0) for j in donate])
     exe.need_bytes = max(0, exe.stats.get("output_bytes", 0) + exe.stats.get("temp_bytes", 0))
     return exe, time.perf_counter() - t0
 

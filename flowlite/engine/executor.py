@@ -18,6 +18,7 @@ its value needs.  The cache of executables lives in `cache`, what a failed sync 
 from __future__ import annotations
 
 import sys
+import threading
 import time
 
 import jax
@@ -523,29 +524,82 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
 
 def _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device, chain, cause):
     """The unrolled form of a re-rolled executable that has run exe.upgrade_at times
-    (reroll.upgrade_after), compiled now, once; it replaces the loop form for good.  Logged
-    as a compile whose cause says so."""
-    if order is None:
-        order = _walk_marked(roots + checks if checks else roots)[0]
-    tc = time.perf_counter()
-    hits0 = metrics.persistent_hits()
-    try:
-        new = build_executable(order, leaves, scalars, _slots(leaves, scalars, order),
-                               tuple([r.mark for r in roots]), device, donate, args,
-                               st.partners, tuple(c.mark for c in checks) if checks else (),
-                               chain, roll=False)
-    except Exception:       # (memory): the loop form stays
-        exe.upgrade_at = None
+    (reroll.upgrade_after): lowered now, compiled on a background thread while the loop form
+    keeps running, and put in its place, for good, at the first run after it is ready.
+    Logged as a compile whose cause says so."""
+    fut = exe.upgrade
+    if fut is None:
+        if order is None:
+            order = _walk_marked(roots + checks if checks else roots)[0]
+        try:
+            exe.upgrade = build_executable(
+                order, leaves, scalars, _slots(leaves, scalars, order),
+                tuple([r.mark for r in roots]), device, donate, args, st.partners,
+                tuple(c.mark for c in checks) if checks else (), chain, roll=False,
+                background=_compiler())
+            exe.upgrade.n_nodes = len(order)
+        except Exception:       # (memory): the loop form stays
+            exe.upgrade_at = None
         return exe
-    new.loaded = metrics.persistent_hits() > hits0
+    if not fut.done():
+        return exe
+    exe.upgrade_at = exe.upgrade = None
+    try:
+        new, seconds = fut.result()
+    except Exception:           # (memory): the loop form stays
+        return exe
+    new.loaded = False
     new.hits = exe.hits
     new.summary = exe.summary
-    st.exes[donate] = new
+    if st.exes.get(donate) is exe:
+        st.exes[donate] = new
     metrics._C["rerolled_upgrades"] += 1
-    metrics.note_compile(time.perf_counter() - tc, len(order), len(args), len(roots),
-                         f"{cause}: the unrolled form of a re-rolled program, after "
-                         f"{exe.hits} runs", new.loaded)
+    metrics.note_compile(seconds, fut.n_nodes, len(args),
+                         len(roots), f"{cause}: the unrolled form of a re-rolled program, "
+                         f"after {exe.hits} runs (compiled in the background)", new.loaded,
+                         background=True)
     return new
+
+
+class _Compiler:
+    """The daemon thread that compiles programs nothing waits for (XLA's compiler releases
+    the GIL: the host goes on recording and dispatching meanwhile).  A daemon, so a script
+    that ends while it compiles exits at once; `submit` -> a concurrent.futures.Future."""
+
+    def __init__(self):
+        import queue
+        self.jobs = queue.SimpleQueue()
+        threading.Thread(target=self._loop, name="flowlite-compile", daemon=True).start()
+
+    def _loop(self):
+        while True:
+            fut, fn = self.jobs.get()
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as e:  # noqa: BLE001 (handed to the waiting side)
+                    fut.set_exception(e)
+
+    def submit(self, fn):
+        from concurrent.futures import Future
+        fut = Future()
+        self.jobs.put((fut, fn))
+        return fut
+
+
+_background: list = []
+
+
+def _compiler():
+    if not _background:
+        _background.append(_Compiler())
+    return _background[0]
+
+
+def wait_for_compiles() -> None:
+    """Wait until the background compiles started so far are done (tests, benchmarks)."""
+    if _background:
+        _background[0].submit(lambda: None).result()
 
 
 def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device, note=""):

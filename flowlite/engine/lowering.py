@@ -28,13 +28,14 @@ class Executable:
     """One compiled program and what the tools report about it."""
     __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary",
                  "n_checks", "guarded", "need_bytes", "check_infos", "chained", "loaded",
-                 "upgrade_at", "bucket")
+                 "upgrade_at", "upgrade", "bucket")
 
     def __init__(self, fn, n_outputs, donate):
         self.summary = None
         self.bucket = None        # a length bucket's program: the largest length it runs
         self.loaded = False       # built from JAX's persistent cache rather than compiled
         self.upgrade_at = None    # re-rolled: the run count at which the unrolled form replaces it
+        self.upgrade = None       # ... a future of it, compiling on a background thread
         self.fn = fn              # outputs in root order
         self.compiled = fn        # the jax Compiled (its outputs may be ordered differently)
         self.n_outputs = n_outputs
@@ -317,7 +318,10 @@ def _guarded_update(entries, ext, guards, out_slots, env, ok, scalar_map, packs,
 
 
 def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
-                     partners=None, check_slots=(), chain=False, roll=None):
+                     partners=None, check_slots=(), chain=False, roll=None, background=None):
+    """The Executable of the program, compiled now — or with `background` (a
+    concurrent.futures executor) lowered now (the lowering reads the graph) and compiled on
+    that executor's thread: a future of (Executable, compile seconds)."""
     perm = _output_order(partners, donate) if partners else None
     lowered_slots = out_slots if perm is None else tuple(out_slots[i] for i in perm)
     guards = ()
@@ -325,11 +329,26 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
         order_of = list(range(len(out_slots))) if perm is None else perm
         guards = tuple((pos, slot[id(leaves[partners[i]])]) for pos, i in enumerate(order_of)
                        if partners[i] is not None)
-    t0 = time.perf_counter()
     rolled = []
-    compiled = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
-                             args, check_slots, guards, chain, roll, rolled).compile()
-    compile_s = time.perf_counter() - t0
+    lowered = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
+                            args, check_slots, guards, chain, roll, rolled)
+    stats = (len(args), len(out_slots), donate,
+             tuple(getattr(args[j], "nbytes", 0) for j in donate))
+
+    def finish():
+        t0 = time.perf_counter()
+        compiled = lowered.compile()
+        compile_s = time.perf_counter() - t0
+        exe = _executable(compiled, compile_s, perm, out_slots, donate, check_slots, partners,
+                          chain, rolled, stats)
+        return exe, compile_s
+    if background is not None:
+        return background.submit(finish)
+    return finish()[0]
+
+
+def _executable(compiled, compile_s, perm, out_slots, donate, check_slots, partners, chain,
+                rolled, stats):
     _trim()
     fn = compiled
     if perm is not None:
@@ -350,7 +369,7 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
     exe.chained = bool(chain and check_slots)
     if check_slots and partners:
         exe.guarded = frozenset(i for i, p in enumerate(partners) if p is not None)
-    exe.stats = _stats(compiled, len(args), len(out_slots), donate, args)
+    exe.stats = _stats(compiled, *stats)
     exe.need_bytes = max(0, exe.stats.get("output_bytes", 0) + exe.stats.get("temp_bytes", 0)
                          - exe.stats.get("alias_bytes", 0))
     if compile_s > 0.25:     # small programs (eager mode's per-op ones) leave little behind
@@ -392,9 +411,8 @@ def _output_order(partners, donate):
     return None if perm == list(range(len(partners))) else perm
 
 
-def _stats(compiled, n_in, n_out, donate, args):
-    s = {"inputs": n_in, "outputs": n_out,
-         "donated_bytes": int(sum(getattr(args[j], "nbytes", 0) for j in donate))}
+def _stats(compiled, n_in, n_out, donate, donated_nbytes):
+    s = {"inputs": n_in, "outputs": n_out, "donated_bytes": int(sum(donated_nbytes))}
     try:
         m = compiled.memory_analysis()
         s.update(argument_bytes=int(m.argument_size_in_bytes),

@@ -26,7 +26,7 @@ from .runtime import rt
 _C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_cache_hits": 0,
       "donated_buffers": 0, "replays": 0, "backward_templates": 0, "graph_nodes": 0, "ops": 0,
       "rerolled_runs": 0, "rerolled_segments": 0, "rerolled_upgrades": 0, "host_uploads": 0,
-      "graph_cuts": 0,
+      "graph_cuts": 0, "background_compiles": 0,
       "trace_s": 0.0, "sync_s": 0.0, "compile_s": 0.0, "execute_s": 0.0}
 _sync_causes: collections.Counter = collections.Counter()
 _bucket_misses: dict = {}   # (why a length family could not be bucketed, its sync's cause) -> n
@@ -126,15 +126,19 @@ def persistent_hits() -> int:
 
 
 def note_compile(seconds: float, n_nodes: int, n_inputs: int, n_outputs: int, cause: str,
-                 loaded: bool = False) -> None:
+                 loaded: bool = False, background: bool = False) -> None:
     """An in-memory cache miss: `seconds` to build the executable, `loaded` when XLA's
-    program came from the persistent cache instead of a compile."""
+    program came from the persistent cache instead of a compile; `background`: compiled on
+    a background thread (no host time of the sync in progress)."""
     _C["compiles"] += 1
     _C["compile_s"] += seconds
-    _timing.compile_pending += seconds
     _compile_log.append((cause, n_nodes, n_inputs, n_outputs, seconds, loaded))
-    if clock.on:
-        phases.note_compile(seconds)
+    if background:
+        _C["background_compiles"] += 1
+    else:
+        _timing.compile_pending += seconds
+        if clock.on:
+            phases.note_compile(seconds)
     if listeners:
         _tell("compile", (cause, n_nodes, n_inputs, n_outputs, seconds, loaded))
 
@@ -201,7 +205,7 @@ def report() -> str:
         lines.append(f"  re-rolled: {c['rerolled_runs']} runs of repeated segments lowered as "
                      f"loops ({c['rerolled_segments']} segments; FLOWLITE_REROLL=0 turns it off); "
                      f"{c['rerolled_upgrades']} replaced by their unrolled form after "
-                     f"their first runs")
+                     f"their first runs (compiled in the background)")
     if _cuts:
         lines.append("  graphs cut into pieces (a sequence grown without a read; "
                      "FLOWLITE_GRAPH_CUTS=0 turns it off):")
