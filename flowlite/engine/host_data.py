@@ -214,14 +214,16 @@ def int_op(name, n, y):
     the result as a new HostNode — exact, wrapping on overflow as XLA does — or None (the op
     is recorded)."""
     fn = _INT_OPS.get(name)
-    dtype = n.dtype
-    if fn is None or dtype.kind not in "iu" or n.shape:
+    if fn is None or n.shape:
         return None
+    dtype = n.dtype
     r = _RANGES.get(dtype)
     if r is None:
+        if dtype.kind not in "iu":
+            return None
         info = np.iinfo(dtype.np)
-        r = _RANGES[dtype] = (int(info.min), int(info.max))
-    lo, hi = r
+        r = _RANGES[dtype] = (int(info.min), int(info.max), _sig((), dtype))
+    lo, hi, sig = r
     if y.__class__ is int:
         if not lo <= y <= hi:
             return None
@@ -230,13 +232,15 @@ def int_op(name, n, y):
         if m.__class__ is not HostNode or m.dtype is not dtype or m.device is not n.device or \
                 m.shape or y._edge is not None:
             return None
-        y = m.host.item()
+        y = int(m.host)
     if rt.observers or rt.local.tracing_body:
         return None
-    v = fn(n.host.item(), y)        # (Python ints: no ufunc on a 0-d array)
+    v = fn(int(n.host), y)        # (Python ints: no ufunc on a 0-d array)
     if not lo <= v <= hi:
         v = (v - lo) % (hi - lo + 1) + lo
-    return host_node(np.array(v, dtype.np), dtype, n.device)
+    arr = np.array(v, dtype.np)
+    arr.setflags(write=False)
+    return _leaf(arr, (), dtype, n.device, sig)
 
 
 # ---- strided layouts of a root's elements (flowlite.views) --------------------------------

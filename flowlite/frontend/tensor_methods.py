@@ -1,9 +1,9 @@
 """Binds the front end onto Tensor: PyTorch-named methods, operators, in-place `*_`
 variants (which rebind the handle to a new node) and `backward`.
 
-Layer: frontend — imports backward, engine.device, engine.dtypes, engine.errors, ops,
-primitives, random, recording, tensor, views. The package imports it once, so every Tensor has
-its full API.
+Layer: frontend — imports backward, engine.device, engine.dtypes, engine.errors,
+engine.host_data, ops, primitives, random, recording, tensor, views. The package imports it
+once, so every Tensor has its full API.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from . import primitives as P
 from . import random as R
 from . import views as V
 from ..engine.device import Device, device as _make_device, platform_of as _platform_of
+from ..engine.host_data import HostNode as _HostNode, int_op as _int_op
 from .backward import backward_into
 from .recording import rebind, setitem
 from .tensor import Tensor, from_jax, tensor as _tensor
@@ -78,8 +79,16 @@ Tensor.T = property(V.T)
 Tensor.mT = property(V.mT)
 
 # operators
-Tensor.__add__ = lambda a, b: F._binary(P.add, a, b)
-Tensor.__radd__ = lambda a, b: F._binary(P.add, a, b)
+def _add(a, b):
+    n = a._node
+    if n.__class__ is _HostNode and a.__class__ is Tensor:
+        r = _int_op("add", n, b)     # `i + block_size`, i an element of host data: done now
+        if r is not None:
+            return Tensor(r)
+    return F._binary(P.add, a, b)
+
+
+Tensor.__add__ = Tensor.__radd__ = _add
 
 
 def _sub(a, b):
