@@ -83,3 +83,70 @@ def test_parameters_vector_roundtrip_and_gradient():
     np.testing.assert_array_equal(m.weight.grad.numpy(), vec[:6].reshape(2, 3))
     with pytest.raises(ValueError, match="8 elements"):
         utils.vector_to_parameters(fl.zeros(5), m.parameters())
+
+
+@pytest.mark.parametrize("norm_type", [2.0, math.inf])
+@pytest.mark.parametrize("max_norm", [0.3, 1e6])
+def test_clip_grad_norm_is_one_node_equal_to_torch_in_float64(x64, norm_type, max_norm):
+    # the fused clip (one recorded node for every gradient and the norm) against
+    # torch.nn.utils.clip_grad_norm_ in float64, gradients and norm
+    import torch
+    from flowlite.engine import metrics
+    rng = np.random.default_rng(3)
+    gs = [rng.standard_normal(s) for s in ((3, 4), (5,), (2, 2, 2))]
+    ps = _params_with_grads(gs)
+    before = [p.grad for p in ps]
+    ops0 = metrics.counters()["ops"]
+    total = utils.clip_grad_norm_(ps, max_norm, norm_type=norm_type)
+    assert metrics.counters()["ops"] - ops0 == 1 + len(ps) + 1   # the node, its outputs
+    assert all(p.grad is b for p, b in zip(ps, before))           # clipped in place
+    tps = [torch.nn.Parameter(torch.zeros(g.shape, dtype=torch.float64)) for g in gs]
+    for tp, g in zip(tps, gs):
+        tp.grad = torch.from_numpy(g.copy())
+    want = torch.nn.utils.clip_grad_norm_(tps, max_norm, norm_type=norm_type)
+    np.testing.assert_allclose(total.item(), want.item(), rtol=1e-12)
+    for p, tp in zip(ps, tps):
+        assert p.grad.dtype == fl.float64
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+def test_clip_grad_norm_fused_equals_the_per_tensor_path_inside_a_step():
+    # a model's step with clipping: the same losses and weights as clipping recorded op by op
+    from flowlite.nn import utils as U
+
+    def run(fused):
+        fl.manual_seed(0)
+        model = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+        opt = fl.optim.SGD(model.parameters(), lr=0.5)
+        x = fl.from_numpy(np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32))
+        losses, norms = [], []
+        for _ in range(3):
+            loss = (model(x) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            if fused:
+                n = U.clip_grad_norm_(model.parameters(), 0.05)
+            else:
+                grads = [p.grad for p in model.parameters()]
+                n = U.get_total_norm(grads)
+                U.clip_grads_with_norm_(list(model.parameters()), 0.05, n)
+            opt.step()
+            losses.append(loss.item())
+            norms.append(n.item())
+        return losses, norms, [p.detach().numpy() for p in model.parameters()]
+
+    a, b = run(True), run(False)
+    np.testing.assert_allclose(a[0], b[0], rtol=1e-6)
+    np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
+    for x, y in zip(a[2], b[2]):
+        np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+
+
+def test_clip_grad_norm_of_mixed_dtypes_falls_back_and_still_clips():
+    g32 = np.ones((2, 2), np.float32)
+    g16 = np.ones(3, np.float32)
+    ps = _params_with_grads([g32, g16])
+    ps[1].grad = ps[1].grad.to(fl.bfloat16)
+    total = utils.clip_grad_norm_(ps, 1.0)
+    np.testing.assert_allclose(float(total), math.sqrt(7), rtol=1e-2)
+    np.testing.assert_allclose(ps[0].grad.numpy(), g32 / math.sqrt(7), rtol=1e-2)

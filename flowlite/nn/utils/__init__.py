@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import math
 
+import jax.numpy as jnp
+
+from ... import extend
 from ...extend import Tensor, no_grad, ops as F
 from . import rnn
 
@@ -66,12 +69,56 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
             g.mul_(F.to_dtype(coef, g.dtype))
 
 
+def _lower_clip(attrs, *xs):
+    n, p = attrs
+    gs, max_norm = xs[:n], xs[n]
+    if p == 2.0:        # as get_total_norm: Σ ‖g‖² in order, then one sqrt
+        total = jnp.sqrt(sum(jnp.sum(g * g) for g in gs))
+    else:
+        total = jnp.max(jnp.stack([jnp.max(jnp.abs(g)) for g in gs]))
+    coef = jnp.minimum(max_norm / (total + jnp.asarray(1e-6, total.dtype)),
+                       jnp.asarray(1.0, total.dtype))
+    return tuple(g * coef for g in gs) + (total,)
+
+
+# every gradient clipped by their total norm, and that norm: one node for all of them (the
+# gradients are rebound to its outputs, as mul_ rebinds them), not five per parameter
+clip_grad_norm_p = extend.primitive("clip_grad_norm", _lower_clip, None, multi=True,
+                                    nondiff=True,
+                                    inplace=lambda a, j: j if j < a[0] else None)
+_clip_memos: dict = {}
+
+
+def _clip_fused(grads, max_norm, p):
+    """clip_grad_norm_ as one node, or None where it can't be (mixed or low-precision dtypes,
+    gradients with a graph of their own, other norms)."""
+    if p not in (2.0, math.inf) or not grads:
+        return None
+    dt = grads[0].dtype
+    if dt.name not in ("float32", "float64"):
+        return None
+    dev = grads[0]._node.device
+    for g in grads:
+        if g.dtype is not dt or g._edge is not None or g._node.device is not dev:
+            return None
+    total = extend.host_scalar(0.0, dt)           # (a placeholder: rebound to the norm)
+    attrs = (len(grads), p)
+    memo = _clip_memos.setdefault(attrs, {})
+    extend.record_into([*grads, total], clip_grad_norm_p,
+                       (*grads, extend.host_scalar(float(max_norm), dt)), attrs, memo)
+    return total
+
+
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False,
                     foreach=None):
     """Clip the gradients' total p-norm to `max_norm`; returns the total norm before clipping
     (a lazy 0-d tensor — reading it with `.item()` is the caller's choice)."""
     params = _tensors(parameters)
     grads = [p.grad for p in params if p.grad is not None]
+    if not error_if_nonfinite:
+        total = _clip_fused(grads, max_norm, float(norm_type))
+        if total is not None:
+            return total
     total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
     clip_grads_with_norm_(params, max_norm, total, foreach)
     return total
