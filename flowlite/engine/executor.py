@@ -1,8 +1,8 @@
 """The sync barrier: pending graph -> cached XLA executable -> rebound tensors.
 
-Layer: engine — imports buckets, cache, device, graph_key, host_data, ir, lowering, metrics,
-phases, rollback, runtime, tape. It works on nodes, never on the Tensor class. Debug tools
-observe it through the hooks on `runtime.rt`.
+Layer: engine — imports buckets, cache, device, exec_store, graph_key, host_data, ir, lowering,
+metrics, phases, reroll, rollback, runtime, tape. It works on nodes, never on the Tensor class.
+Debug tools observe it through the hooks on `runtime.rt`.
 
 At a sync every live tensor with pending work (and every pending node the tape
 still needs) becomes an output of ONE executable per device.  The graph key is
@@ -23,7 +23,7 @@ import time
 import jax
 import numpy as np
 
-from . import buckets, ir, metrics, phases
+from . import buckets, exec_store, ir, metrics, phases, reroll
 from .cache import (_by_stream, _cache, _limit, _remember_stream, _Structure,
                     on_clear)
 from .rollback import (_BIG, FAILED, _again, _failed_live, _failures, _first_failure,
@@ -449,18 +449,13 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
             order = _walk_marked(roots + checks if checks else roots)[0]
             out_slots = tuple([r.mark for r in roots])
         tc = time.perf_counter()
-        hits0 = metrics.persistent_hits()
-        slot = _slots(leaves, scalars, order)
         try:
-            exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate,
-                                   args, st.partners,
-                                   tuple(c.mark for c in checks) if checks else (),
-                                   chain)
+            exe = _build(order, leaves, scalars, out_slots, device, donate, args, st.partners,
+                         tuple(c.mark for c in checks) if checks else (), chain)
         except Exception as e:
             _rollback(roots, e)
             raise
         st.exes[donate] = exe
-        exe.loaded = metrics.persistent_hits() > hits0
         _admit(exe, time.perf_counter() - tc, order, leaves, scalars, roots, len(args), cause,
                device)
     else:
@@ -529,16 +524,13 @@ def _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device
     if order is None:
         order = _walk_marked(roots + checks if checks else roots)[0]
     tc = time.perf_counter()
-    hits0 = metrics.persistent_hits()
     try:
-        new = build_executable(order, leaves, scalars, _slots(leaves, scalars, order),
-                               tuple([r.mark for r in roots]), device, donate, args,
-                               st.partners, tuple(c.mark for c in checks) if checks else (),
-                               chain, roll=False)
+        new = _build(order, leaves, scalars, tuple([r.mark for r in roots]), device, donate,
+                     args, st.partners, tuple(c.mark for c in checks) if checks else (),
+                     chain, roll=False)
     except Exception:       # (memory): the loop form stays
         exe.upgrade_at = None
         return exe
-    new.loaded = metrics.persistent_hits() > hits0
     new.hits = exe.hits
     new.summary = exe.summary
     st.exes[donate] = new
@@ -547,6 +539,30 @@ def _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device
                          f"{cause}: the unrolled form of a re-rolled program, after "
                          f"{exe.hits} runs", new.loaded)
     return new
+
+
+def _build(order, leaves, scalars, out_slots, device, donate, args, partners, check_slots,
+           chain, roll=None):
+    """The executable of the walked graph `order` (marks: its slots): loaded from flowlite's
+    store of executables when a process stored it before (no trace, no lowering), else
+    compiled — through JAX's persistent cache — and stored.  `exe.loaded` says it was loaded
+    from either."""
+    slot = _slots(leaves, scalars, order)
+    key = None
+    if exec_store.directory() is not None:
+        key = exec_store.program_key(
+            leaves + scalars + order, slot, out_slots, check_slots, device, donate, chain,
+            reroll.reroll_enabled() if roll is None else roll)
+        exe = exec_store.load(key, device)
+        if exe is not None:
+            return exe
+    hits0 = metrics.persistent_hits()
+    exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
+                           partners, check_slots, chain, roll)
+    exe.loaded = metrics.persistent_hits() > hits0
+    if key is not None:
+        exec_store.save(key, exe, device)
+    return exe
 
 
 def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device, note=""):

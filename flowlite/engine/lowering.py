@@ -28,7 +28,7 @@ class Executable:
     """One compiled program and what the tools report about it."""
     __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary",
                  "n_checks", "guarded", "need_bytes", "check_infos", "chained", "loaded",
-                 "upgrade_at", "bucket")
+                 "upgrade_at", "bucket", "where", "rolled")
 
     def __init__(self, fn, n_outputs, donate):
         self.summary = None
@@ -47,6 +47,8 @@ class Executable:
         self.check_infos = ()     # the checks' error builders of the last run (for replays)
         self.chained = False      # takes a last argument "previous step ok", returns
         #                           "ok" (its own checks and that) before the flags
+        self.where = None         # root i's position among the compiled program's outputs
+        self.rolled = ()          # the segment counts of its re-rolled runs (exec_store)
 
 
 _libc = []
@@ -331,30 +333,44 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
                              args, check_slots, guards, chain, roll, rolled).compile()
     compile_s = time.perf_counter() - t0
     _trim()
-    fn = compiled
+    where = None
     if perm is not None:
         where = [0] * len(perm)
         for pos, i in enumerate(perm):
             where[i] = pos
         if check_slots:
             where.extend(range(len(perm), len(perm) + 1 + chain))   # ok, flags stay last
+    guarded = frozenset(i for i, p in enumerate(partners) if p is not None) \
+        if check_slots and partners else frozenset()
+    exe = finish_executable(compiled, where, len(out_slots), donate, len(check_slots),
+                            bool(chain and check_slots), guarded, tuple(rolled),
+                            _stats(compiled, len(args), len(out_slots), donate, args))
+    if compile_s > 0.25:     # small programs (eager mode's per-op ones) leave little behind
+        _release_compile_memory()
+    return exe
 
+
+def finish_executable(compiled, where, n_outputs, donate, n_checks, chained, guarded, rolled,
+                      stats):
+    """The Executable around a jax Compiled, built just now or loaded (exec_store): `where`
+    gives each root's position among the compiled outputs (None: in order)."""
+    fn = compiled
+    if where is not None:
         # (a permutation that isn't the identity has two entries or more: itemgetter returns
         # a tuple, picked in C rather than by a Python loop per output)
         def fn(*a, _run=compiled, _pick=operator.itemgetter(*where)):
             return _pick(_run(*a))
-    exe = Executable(fn, len(out_slots), donate)
-    exe.upgrade_at = reroll.upgrade_after(rolled)
+    exe = Executable(fn, n_outputs, donate)
+    exe.where = where
+    exe.rolled = rolled
+    exe.upgrade_at = reroll.upgrade_after(list(rolled))
     exe.compiled = compiled
-    exe.n_checks = len(check_slots)
-    exe.chained = bool(chain and check_slots)
-    if check_slots and partners:
-        exe.guarded = frozenset(i for i, p in enumerate(partners) if p is not None)
-    exe.stats = _stats(compiled, len(args), len(out_slots), donate, args)
-    exe.need_bytes = max(0, exe.stats.get("output_bytes", 0) + exe.stats.get("temp_bytes", 0)
-                         - exe.stats.get("alias_bytes", 0))
-    if compile_s > 0.25:     # small programs (eager mode's per-op ones) leave little behind
-        _release_compile_memory()
+    exe.n_checks = n_checks
+    exe.chained = chained
+    exe.guarded = guarded
+    exe.stats = stats
+    exe.need_bytes = max(0, stats.get("output_bytes", 0) + stats.get("temp_bytes", 0)
+                         - stats.get("alias_bytes", 0))
     return exe
 
 

@@ -26,7 +26,8 @@ from .runtime import rt
 _C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_cache_hits": 0,
       "donated_buffers": 0, "replays": 0, "backward_templates": 0, "graph_nodes": 0, "ops": 0,
       "rerolled_runs": 0, "rerolled_segments": 0, "rerolled_upgrades": 0, "host_uploads": 0,
-      "graph_cuts": 0,
+      "graph_cuts": 0, "executable_loads": 0, "executable_saves": 0,
+      "executable_store_rejects": 0, "executable_store_unserializable": 0,
       "trace_s": 0.0, "sync_s": 0.0, "compile_s": 0.0, "execute_s": 0.0}
 _sync_causes: collections.Counter = collections.Counter()
 _bucket_misses: dict = {}   # (why a length family could not be bucketed, its sync's cause) -> n
