@@ -27,6 +27,7 @@ Entries are pickles: like JAX's own cache, the directory must be trusted (it is 
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import hashlib
@@ -249,6 +250,46 @@ def _reject(path, why) -> None:
         pass
 
 
+def name(key: str) -> str:
+    """The function name of the program stored under `key`: its StableHLO module is named
+    after it, so its JAX cache key is its own (an executable JAX loads from its cache
+    serializes without its code: it is never stored)."""
+    return f"flowlite_{key[:24]}"
+
+
+@contextlib.contextmanager
+def storing():
+    """While a program this store will hold compiles: JAX's persistent cache doesn't write
+    it too (a second copy, and its write costs ~0.3 s for nanoGPT's step)."""
+    was = _min_compile_time()
+    if was is None:
+        yield
+        return
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1e30)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", was)
+
+
+def _min_compile_time():
+    try:
+        return jax.config.jax_persistent_cache_min_compile_time_secs
+    except AttributeError:
+        return None
+
+
+def lookup(key, device):
+    """(the executable stored under `key` for `device`, ready to run, or None; the key to
+    store it under once compiled, or None: JAX's persistent cache keeps it — it could not
+    be serialized before)."""
+    if key is None or directory() is None:
+        return None, None
+    if os.path.exists(_path(key) + ".unserializable"):
+        return None, None
+    return load(key, device), key
+
+
 def load(key, device):
     """The executable stored under `key` for `device` (flowlite's Executable, ready to run),
     or None: not stored, or unusable (rejected and removed)."""
@@ -309,7 +350,13 @@ def save(key, exe, device) -> bool:
                     protocol=pickle.HIGHEST_PROTOCOL)
         body = buf.getvalue()
     except Exception:
+        # marked, so that the next process compiles it through JAX's persistent cache
         metrics._C["executable_store_unserializable"] += 1
+        try:
+            os.makedirs(_state["dir"], exist_ok=True)
+            open(_path(key) + ".unserializable", "wb").close()
+        except OSError:
+            pass
         return False
     d = _state["dir"]
     tmp = None

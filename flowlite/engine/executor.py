@@ -545,22 +545,28 @@ def _build(order, leaves, scalars, out_slots, device, donate, args, partners, ch
            chain, roll=None):
     """The executable of the walked graph `order` (marks: its slots): loaded from flowlite's
     store of executables when a process stored it before (no trace, no lowering), else
-    compiled — through JAX's persistent cache — and stored.  `exe.loaded` says it was loaded
-    from either."""
+    compiled and stored there — or, when the store can't hold it, compiled through JAX's
+    persistent cache.  `exe.loaded` says it was loaded from either."""
     slot = _slots(leaves, scalars, order)
     key = None
     if exec_store.directory() is not None:
         key = exec_store.program_key(
             leaves + scalars + order, slot, out_slots, check_slots, device, donate, chain,
             reroll.reroll_enabled() if roll is None else roll)
-        exe = exec_store.load(key, device)
+        exe, key = exec_store.lookup(key, device)
         if exe is not None:
             return exe
     hits0 = metrics.persistent_hits()
-    exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
-                           partners, check_slots, chain, roll)
+    if key is None:
+        exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
+                               partners, check_slots, chain, roll)
+        exe.loaded = metrics.persistent_hits() > hits0
+        return exe
+    with exec_store.storing():      # (not written to JAX's cache too)
+        exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
+                               partners, check_slots, chain, roll, exec_store.name(key))
     exe.loaded = metrics.persistent_hits() > hits0
-    if key is not None:
+    if not exe.loaded:      # (one JAX loaded from its cache can't be serialized whole)
         exec_store.save(key, exe, device)
     return exe
 

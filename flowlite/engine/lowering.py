@@ -68,8 +68,9 @@ def _trim():
 
 
 def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
-                  check_slots=(), guards=(), chain=False, roll=None, rolled=None):
-    """jax `Lowered` for the program (StableHLO, before XLA's compile).
+                  check_slots=(), guards=(), chain=False, roll=None, rolled=None, name=None):
+    """jax `Lowered` for the program (StableHLO, before XLA's compile), its module named
+    `jit_<name>` when a name is given (exec_store's programs: their own JAX cache key).
 
     With `check_slots` the program returns one more output, the check nodes' flags stacked
     into one (n, 2) array, and each output position in `guards` (position, leaf slot) is
@@ -145,6 +146,8 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             outs.append(flags)
         return tuple(outs)
 
+    if name is not None:
+        run_program.__name__ = run_program.__qualname__ = name
     if getattr(device, "mesh", None) is not None:
         # GSPMD: input shardings come from the arguments; XLA propagates them to the
         # outputs and inserts the collectives
@@ -319,7 +322,7 @@ def _guarded_update(entries, ext, guards, out_slots, env, ok, scalar_map, packs,
 
 
 def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
-                     partners=None, check_slots=(), chain=False, roll=None):
+                     partners=None, check_slots=(), chain=False, roll=None, name=None):
     perm = _output_order(partners, donate) if partners else None
     lowered_slots = out_slots if perm is None else tuple(out_slots[i] for i in perm)
     guards = ()
@@ -330,7 +333,7 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
     t0 = time.perf_counter()
     rolled = []
     compiled = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
-                             args, check_slots, guards, chain, roll, rolled).compile()
+                             args, check_slots, guards, chain, roll, rolled, name).compile()
     compile_s = time.perf_counter() - t0
     _trim()
     where = None
