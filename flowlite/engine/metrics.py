@@ -282,7 +282,8 @@ def summary(top: int = 8) -> dict:
 
     wall_s: seconds since the process started (since enable_summary() when the clock
     can't tell); compiles: count, seconds, how many were compiled and how many loaded from
-    JAX's persistent compile cache (its directory); phases_s: the host's seconds by phase
+    JAX's persistent compile cache or flowlite's store of executables (its directory; of those,
+    loaded_without_tracing: from flowlite's store, exec_store); phases_s: the host's seconds by phase
     (None unless the summary is on: enable_summary()) — they add up to wall_s, "other" being
     the rest; executions, syncs, transfers (host->device and device->host counts and bytes,
     counted while the summary is on); iterations: Optimizer.step() calls; per_iteration:
@@ -319,6 +320,7 @@ def summary(top: int = 8) -> dict:
         "enabled": on,
         "compiles": {"count": c["compiles"], "seconds": c["compile_s"],
                      "compiled": c["compiles"] - log_loaded, "loaded": log_loaded,
+                     "loaded_without_tracing": c["executable_loads"],
                      "persistent_cache_dir": _persistent_cache_dir()},
         "phases_s": acc if on else None,
         "executions": c["executions"],
@@ -355,7 +357,9 @@ def format_summary(s: dict = None) -> str:
     where = cc["persistent_cache_dir"]
     lines.append(f"  compiles: {cc['count']} in {cc['seconds']:.2f} s ({cc['compiled']} compiled, "
                  f"{cc['loaded']} loaded from the persistent cache"
-                 + (f" {where}" if where else "; the persistent cache is off") + ")")
+                 + (f" {where}" if where else "; the persistent cache is off")
+                 + (f", {cc['loaded_without_tracing']} of them without tracing"
+                    if cc.get("loaded_without_tracing") else "") + ")")
     ph = s["phases_s"]
     if ph is not None:
         lines.append("  host time by phase:")
