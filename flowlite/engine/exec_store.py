@@ -367,6 +367,7 @@ def save(key, exe, device) -> bool:
             fh.write(_MAGIC)
             fh.write(hashlib.sha256(body).digest())
             fh.write(body)
+        os.chmod(tmp, 0o644)            # (mkstemp's 0600: as JAX's cache files are)
         os.replace(tmp, _path(key))     # atomic: readers see the old entry or the new one
         tmp = None
     except OSError:
