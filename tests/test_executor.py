@@ -186,23 +186,27 @@ def test_mixing_devices_raises_a_clear_error():
     assert "ERR add: expected all tensors to be on the same device" in out.stdout, out.stderr
 
 
-def test_second_process_hits_the_persistent_cache(tmp_path):
+@pytest.mark.parametrize("store", ["1", "0"])
+def test_second_process_hits_the_persistent_cache(tmp_path, store):
+    # with flowlite's store of executables (exec_store) the second process loads the program
+    # from it; without it (FLOWLITE_EXECUTABLE_CACHE=0) from JAX's persistent cache
     code = textwrap.dedent("""
         import flowlite as fl
         x = fl.arange(12, dtype=fl.float32).reshape(3, 4)
         y = (fl.tanh(x @ x.T) * 3.25).sum(1)
         y.numpy()
         c = fl.metrics.counters()
-        print("HITS", c["persistent_cache_hits"])
+        print("HITS", c["persistent_cache_hits"], "LOADS", c["executable_loads"])
     """)
-    env = dict(os.environ, FLOWLITE_CACHE_DIR=str(tmp_path / "cache"))
+    env = dict(os.environ, FLOWLITE_CACHE_DIR=str(tmp_path / "cache"),
+               FLOWLITE_EXECUTABLE_CACHE=store)
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env=env, timeout=120) for _ in range(2)]
     for r in runs:
         assert r.returncode == 0, r.stderr
-    assert "HITS 0" in runs[0].stdout
-    hits = int(runs[1].stdout.split("HITS")[1].split()[0])
-    assert hits >= 1
+    assert "HITS 0 LOADS 0" in runs[0].stdout
+    hits, loads = (int(v) for v in runs[1].stdout.split()[1::2])
+    assert (loads >= 1) if store == "1" else (hits >= 1 and loads == 0)
     assert os.listdir(tmp_path / "cache")
 
 

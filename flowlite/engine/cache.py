@@ -1,12 +1,13 @@
 """The executable cache: graph structures and their executables, keyed by graph.
 
-Layer: engine — imports buckets, host_data, ir, lowering, matmul_precision, metrics, phases,
-rollback. A graph key maps to a _Structure (what every run of that graph fixes: donatable
-leaves, check masks, packed host scalars) holding its executables by donation set, least
-recently used first, at most `set_cache_limit()` structures; a key recorded with the ops maps
-straight to its structure (_by_stream). JAX's persistent compilation cache is set up under
-~/.cache/flowlite/xla (FLOWLITE_CACHE_DIR; "off" disables it). clear_cache() drops it all and
-every cache registered with on_clear().
+Layer: engine — imports buckets, exec_store, host_data, ir, lowering, matmul_precision, metrics,
+phases, rollback. A graph key maps to a _Structure (what every run of that graph fixes:
+donatable leaves, check masks, packed host scalars) holding its executables by donation set,
+least recently used first, at most `set_cache_limit()` structures; a key recorded with the ops
+maps straight to its structure (_by_stream). JAX's persistent compilation cache is set up under
+~/.cache/flowlite/xla (FLOWLITE_CACHE_DIR; "off" disables it), and in it flowlite's own store of
+executables keyed by graph (exec_store: a second process loads them without tracing).
+clear_cache() drops the in-memory ones and every cache registered with on_clear().
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import sys
 
 import jax
 
-from . import buckets, ir, matmul_precision, metrics
+from . import buckets, exec_store, ir, matmul_precision, metrics
 from .host_data import HostNode, uploaded
 from .lowering import pack_groups, pack_values
 from .phases import clock, note_h2d
@@ -49,6 +50,8 @@ def _setup_persistent_cache():
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     except Exception:  # read-only home, old jax: run without the persistent cache
         return
+    # flowlite's own store of executables, keyed by the graph: a hit skips JAX's tracing
+    exec_store.configure(path)
     try:
         from jax import monitoring
 

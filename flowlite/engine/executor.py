@@ -1,8 +1,8 @@
 """The sync barrier: pending graph -> cached XLA executable -> rebound tensors.
 
-Layer: engine — imports buckets, cache, device, graph_key, host_data, ir, lowering, metrics,
-phases, rollback, runtime, tape. It works on nodes, never on the Tensor class. Debug tools
-observe it through the hooks on `runtime.rt`.
+Layer: engine — imports buckets, cache, device, exec_store, graph_key, host_data, ir, lowering,
+metrics, phases, reroll, rollback, runtime, tape. It works on nodes, never on the Tensor class.
+Debug tools observe it through the hooks on `runtime.rt`.
 
 At a sync every live tensor with pending work (and every pending node the tape
 still needs) becomes an output of ONE executable per device.  The graph key is
@@ -24,7 +24,7 @@ import time
 import jax
 import numpy as np
 
-from . import buckets, ir, metrics, phases
+from . import buckets, exec_store, ir, metrics, phases, reroll
 from .cache import (_by_stream, _cache, _limit, _remember_stream, _Structure,
                     on_clear)
 from .rollback import (_BIG, FAILED, _again, _failed_live, _failures, _first_failure,
@@ -449,18 +449,13 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
             order = _walk_marked(roots + checks if checks else roots)[0]
             out_slots = tuple([r.mark for r in roots])
         tc = time.perf_counter()
-        hits0 = metrics.persistent_hits()
-        slot = _slots(leaves, scalars, order)
         try:
-            exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate,
-                                   args, st.partners,
-                                   tuple(c.mark for c in checks) if checks else (),
-                                   chain)
+            exe = _build(order, leaves, scalars, out_slots, device, donate, args, st.partners,
+                         tuple(c.mark for c in checks) if checks else (), chain)
         except Exception as e:
             _rollback(roots, e)
             raise
         st.exes[donate] = exe
-        exe.loaded = metrics.persistent_hits() > hits0
         _admit(exe, time.perf_counter() - tc, order, leaves, scalars, roots, len(args), cause,
                device)
     else:
@@ -524,19 +519,18 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
 
 def _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device, chain, cause):
     """The unrolled form of a re-rolled executable that has run exe.upgrade_at times
-    (reroll.upgrade_after): lowered now, compiled on a background thread while the loop form
-    keeps running, and put in its place, for good, at the first run after it is ready.
-    Logged as a compile whose cause says so."""
+    (reroll.upgrade_after): loaded from the store of executables, or lowered now and compiled
+    on a background thread while the loop form keeps running; it takes the loop form's place,
+    for good, at the first run after it is ready.  Logged as a compile whose cause says so."""
     fut = exe.upgrade
     if fut is None:
         if order is None:
             order = _walk_marked(roots + checks if checks else roots)[0]
         try:
-            exe.upgrade = build_executable(
-                order, leaves, scalars, _slots(leaves, scalars, order),
-                tuple([r.mark for r in roots]), device, donate, args, st.partners,
-                tuple(c.mark for c in checks) if checks else (), chain, roll=False,
-                background=_compiler())
+            exe.upgrade = _build(order, leaves, scalars, tuple([r.mark for r in roots]),
+                                 device, donate, args, st.partners,
+                                 tuple(c.mark for c in checks) if checks else (), chain,
+                                 roll=False, background=_compiler())
             exe.upgrade.n_nodes = len(order)
         except Exception:       # (memory): the loop form stays
             exe.upgrade_at = None
@@ -548,16 +542,16 @@ def _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device
         new, seconds = fut.result()
     except Exception:           # (memory): the loop form stays
         return exe
-    new.loaded = False
     new.hits = exe.hits
     new.summary = exe.summary
     if st.exes.get(donate) is exe:
         st.exes[donate] = new
     metrics._C["rerolled_upgrades"] += 1
-    metrics.note_compile(seconds, fut.n_nodes, len(args),
-                         len(roots), f"{cause}: the unrolled form of a re-rolled program, "
-                         f"after {exe.hits} runs (compiled in the background)", new.loaded,
-                         background=True)
+    metrics.note_compile(seconds, fut.n_nodes, len(args), len(roots),
+                         f"{cause}: the unrolled form of a re-rolled program, after "
+                         f"{exe.hits} runs" + ("" if new.loaded else
+                                               " (compiled in the background)"),
+                         new.loaded, background=True)
     return new
 
 
@@ -600,6 +594,69 @@ def wait_for_compiles() -> None:
     """Wait until the background compiles started so far are done (tests, benchmarks)."""
     if _background:
         _background[0].submit(lambda: None).result()
+
+
+def _build(order, leaves, scalars, out_slots, device, donate, args, partners, check_slots,
+           chain, roll=None, background=None):
+    """The executable of the walked graph `order` (marks: its slots): loaded from flowlite's
+    store of executables when a process stored it before (no trace, no lowering), else
+    compiled and stored there — or, when the store can't hold it, compiled through JAX's
+    persistent cache.  `exe.loaded` says it was loaded from either.  With `background` (a
+    _Compiler): a future of (executable, seconds), compiled on that thread."""
+    slot = _slots(leaves, scalars, order)
+    key = None
+    if exec_store.directory() is not None:
+        key = exec_store.program_key(
+            leaves + scalars + order, slot, out_slots, check_slots, device, donate, chain,
+            reroll.reroll_enabled() if roll is None else roll)
+        tc = time.perf_counter()
+        exe, key = exec_store.lookup(key, device)
+        if exe is not None:
+            if background is None:
+                return exe
+            from concurrent.futures import Future
+            done = Future()
+            done.set_result((exe, time.perf_counter() - tc))
+            return done
+    if background is not None:
+        return _build_later(order, leaves, scalars, slot, out_slots, device, donate, args,
+                            partners, check_slots, chain, roll, key, background)
+    hits0 = metrics.persistent_hits()
+    if key is None:
+        exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
+                               partners, check_slots, chain, roll)
+        exe.loaded = metrics.persistent_hits() > hits0
+        return exe
+    with exec_store.storing():      # (not written to JAX's cache too)
+        exe = build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
+                               partners, check_slots, chain, roll, exec_store.name(key))
+    exe.loaded = metrics.persistent_hits() > hits0
+    if not exe.loaded:      # (one JAX loaded from its cache can't be serialized whole)
+        exec_store.save(key, exe, device)
+    return exe
+
+
+def _build_later(order, leaves, scalars, slot, out_slots, device, donate, args, partners,
+                 check_slots, chain, roll, key, background):
+    """_build's background form: lowered here (the lowering reads the graph), compiled (and
+    stored) on the compiler thread.  (Whether JAX's cache had it can't be told apart from
+    the main thread's compiles there: such a program is compiled, never loaded.)"""
+    if key is None:
+        return build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
+                                partners, check_slots, chain, roll, background=background)
+
+    class _Storing:         # compile under exec_store.storing(), then save, on that thread
+        @staticmethod
+        def submit(finish):
+            def job():
+                with exec_store.storing():
+                    exe, seconds = finish()
+                exec_store.save(key, exe, device)
+                return exe, seconds
+            return background.submit(job)
+    return build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
+                            partners, check_slots, chain, roll, exec_store.name(key),
+                            background=_Storing)
 
 
 def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device, note=""):

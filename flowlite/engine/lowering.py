@@ -28,7 +28,7 @@ class Executable:
     """One compiled program and what the tools report about it."""
     __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary",
                  "n_checks", "guarded", "need_bytes", "check_infos", "chained", "loaded",
-                 "upgrade_at", "upgrade", "bucket")
+                 "upgrade_at", "upgrade", "bucket", "where", "rolled")
 
     def __init__(self, fn, n_outputs, donate):
         self.summary = None
@@ -36,6 +36,8 @@ class Executable:
         self.loaded = False       # built from JAX's persistent cache rather than compiled
         self.upgrade_at = None    # re-rolled: the run count at which the unrolled form replaces it
         self.upgrade = None       # ... a future of it, compiling on a background thread
+        self.where = None         # each root's position among the compiled outputs (None: same)
+        self.rolled = ()          # the re-rolled segments' repeat counts
         self.fn = fn              # outputs in root order
         self.compiled = fn        # the jax Compiled (its outputs may be ordered differently)
         self.n_outputs = n_outputs
@@ -48,6 +50,8 @@ class Executable:
         self.check_infos = ()     # the checks' error builders of the last run (for replays)
         self.chained = False      # takes a last argument "previous step ok", returns
         #                           "ok" (its own checks and that) before the flags
+        self.where = None         # root i's position among the compiled program's outputs
+        self.rolled = ()          # the segment counts of its re-rolled runs (exec_store)
 
 
 _libc = []
@@ -67,8 +71,9 @@ def _trim():
 
 
 def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
-                  check_slots=(), guards=(), chain=False, roll=None, rolled=None):
-    """jax `Lowered` for the program (StableHLO, before XLA's compile).
+                  check_slots=(), guards=(), chain=False, roll=None, rolled=None, name=None):
+    """jax `Lowered` for the program (StableHLO, before XLA's compile), its module named
+    `jit_<name>` when a name is given (exec_store's programs: their own JAX cache key).
 
     With `check_slots` the program returns one more output, the check nodes' flags stacked
     into one (n, 2) array, and each output position in `guards` (position, leaf slot) is
@@ -144,6 +149,8 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
             outs.append(flags)
         return tuple(outs)
 
+    if name is not None:
+        run_program.__name__ = run_program.__qualname__ = name
     if getattr(device, "mesh", None) is not None:
         # GSPMD: input shardings come from the arguments; XLA propagates them to the
         # outputs and inserts the collectives
@@ -318,10 +325,11 @@ def _guarded_update(entries, ext, guards, out_slots, env, ok, scalar_map, packs,
 
 
 def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
-                     partners=None, check_slots=(), chain=False, roll=None, background=None):
-    """The Executable of the program, compiled now — or with `background` (a
-    concurrent.futures executor) lowered now (the lowering reads the graph) and compiled on
-    that executor's thread: a future of (Executable, compile seconds)."""
+                     partners=None, check_slots=(), chain=False, roll=None, name=None,
+                     background=None):
+    """The Executable of the program, compiled now — or with `background` (an executor with
+    `submit`) lowered now (the lowering reads the graph) and compiled on that executor's
+    thread: then a future of (Executable, compile seconds)."""
     perm = _output_order(partners, donate) if partners else None
     lowered_slots = out_slots if perm is None else tuple(out_slots[i] for i in perm)
     guards = ()
@@ -331,49 +339,55 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
                        if partners[i] is not None)
     rolled = []
     lowered = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
-                            args, check_slots, guards, chain, roll, rolled)
-    stats = (len(args), len(out_slots), donate,
-             tuple(getattr(args[j], "nbytes", 0) for j in donate))
+                            args, check_slots, guards, chain, roll, rolled, name)
+    n_in, donated = len(args), tuple(getattr(args[j], "nbytes", 0) for j in donate)
 
     def finish():
         t0 = time.perf_counter()
         compiled = lowered.compile()
         compile_s = time.perf_counter() - t0
-        exe = _executable(compiled, compile_s, perm, out_slots, donate, check_slots, partners,
-                          chain, rolled, stats)
+        _trim()
+        where = None
+        if perm is not None:
+            where = [0] * len(perm)
+            for pos, i in enumerate(perm):
+                where[i] = pos
+            if check_slots:
+                where.extend(range(len(perm), len(perm) + 1 + chain))   # ok, flags stay last
+        guarded = frozenset(i for i, p in enumerate(partners) if p is not None) \
+            if check_slots and partners else frozenset()
+        exe = finish_executable(compiled, where, len(out_slots), donate, len(check_slots),
+                                bool(chain and check_slots), guarded, tuple(rolled),
+                                _stats(compiled, n_in, len(out_slots), donate, donated))
+        if compile_s > 0.25:     # small programs (eager mode's per-op ones) leave little behind
+            _release_compile_memory()
         return exe, compile_s
     if background is not None:
         return background.submit(finish)
     return finish()[0]
 
 
-def _executable(compiled, compile_s, perm, out_slots, donate, check_slots, partners, chain,
-                rolled, stats):
-    _trim()
+def finish_executable(compiled, where, n_outputs, donate, n_checks, chained, guarded, rolled,
+                      stats):
+    """The Executable around a jax Compiled, built just now or loaded (exec_store): `where`
+    gives each root's position among the compiled outputs (None: in order)."""
     fn = compiled
-    if perm is not None:
-        where = [0] * len(perm)
-        for pos, i in enumerate(perm):
-            where[i] = pos
-        if check_slots:
-            where.extend(range(len(perm), len(perm) + 1 + chain))   # ok, flags stay last
-
+    if where is not None:
         # (a permutation that isn't the identity has two entries or more: itemgetter returns
         # a tuple, picked in C rather than by a Python loop per output)
         def fn(*a, _run=compiled, _pick=operator.itemgetter(*where)):
             return _pick(_run(*a))
-    exe = Executable(fn, len(out_slots), donate)
-    exe.upgrade_at = reroll.upgrade_after(rolled)
+    exe = Executable(fn, n_outputs, donate)
+    exe.where = where
+    exe.rolled = rolled
+    exe.upgrade_at = reroll.upgrade_after(list(rolled))
     exe.compiled = compiled
-    exe.n_checks = len(check_slots)
-    exe.chained = bool(chain and check_slots)
-    if check_slots and partners:
-        exe.guarded = frozenset(i for i, p in enumerate(partners) if p is not None)
-    exe.stats = _stats(compiled, *stats)
-    exe.need_bytes = max(0, exe.stats.get("output_bytes", 0) + exe.stats.get("temp_bytes", 0)
-                         - exe.stats.get("alias_bytes", 0))
-    if compile_s > 0.25:     # small programs (eager mode's per-op ones) leave little behind
-        _release_compile_memory()
+    exe.n_checks = n_checks
+    exe.chained = chained
+    exe.guarded = guarded
+    exe.stats = stats
+    exe.need_bytes = max(0, stats.get("output_bytes", 0) + stats.get("temp_bytes", 0)
+                         - stats.get("alias_bytes", 0))
     return exe
 
 

@@ -26,7 +26,9 @@ from .runtime import rt
 _C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_cache_hits": 0,
       "donated_buffers": 0, "replays": 0, "backward_templates": 0, "graph_nodes": 0, "ops": 0,
       "rerolled_runs": 0, "rerolled_segments": 0, "rerolled_upgrades": 0, "host_uploads": 0,
-      "graph_cuts": 0, "background_compiles": 0,
+      "graph_cuts": 0, "background_compiles": 0, "executable_loads": 0,
+      "executable_saves": 0, "executable_store_rejects": 0,
+      "executable_store_unserializable": 0,
       "trace_s": 0.0, "sync_s": 0.0, "compile_s": 0.0, "execute_s": 0.0}
 _sync_causes: collections.Counter = collections.Counter()
 _bucket_misses: dict = {}   # (why a length family could not be bucketed, its sync's cause) -> n
@@ -285,7 +287,8 @@ def summary(top: int = 8) -> dict:
 
     wall_s: seconds since the process started (since enable_summary() when the clock
     can't tell); compiles: count, seconds, how many were compiled and how many loaded from
-    JAX's persistent compile cache (its directory); phases_s: the host's seconds by phase
+    JAX's persistent compile cache or flowlite's store of executables (its directory; of those,
+    loaded_without_tracing: from flowlite's store, exec_store); phases_s: the host's seconds by phase
     (None unless the summary is on: enable_summary()) — they add up to wall_s, "other" being
     the rest; executions, syncs, transfers (host->device and device->host counts and bytes,
     counted while the summary is on); iterations: Optimizer.step() calls; per_iteration:
@@ -322,6 +325,7 @@ def summary(top: int = 8) -> dict:
         "enabled": on,
         "compiles": {"count": c["compiles"], "seconds": c["compile_s"],
                      "compiled": c["compiles"] - log_loaded, "loaded": log_loaded,
+                     "loaded_without_tracing": c["executable_loads"],
                      "persistent_cache_dir": _persistent_cache_dir()},
         "phases_s": acc if on else None,
         "executions": c["executions"],
@@ -358,7 +362,9 @@ def format_summary(s: dict = None) -> str:
     where = cc["persistent_cache_dir"]
     lines.append(f"  compiles: {cc['count']} in {cc['seconds']:.2f} s ({cc['compiled']} compiled, "
                  f"{cc['loaded']} loaded from the persistent cache"
-                 + (f" {where}" if where else "; the persistent cache is off") + ")")
+                 + (f" {where}" if where else "; the persistent cache is off")
+                 + (f", {cc['loaded_without_tracing']} of them without tracing"
+                    if cc.get("loaded_without_tracing") else "") + ")")
     ph = s["phases_s"]
     if ph is not None:
         lines.append("  host time by phase:")

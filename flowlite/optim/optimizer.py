@@ -86,6 +86,11 @@ class _Factory:
         # by value, as its equality: debug's recompile explanations compare attrs by repr
         return f"_Factory{self._id!r}"
 
+    def __flowlite_key__(self):
+        # its spelling in the graph key of flowlite's store of executables (the same in every
+        # process; a factory that isn't a module-level function keeps the program out of it)
+        return self._id
+
     def build(self, hyper):
         return self.factory(**hyper, **self.static)
 
