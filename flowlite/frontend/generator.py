@@ -90,8 +90,8 @@ class Generator:
             try:
                 seed = int(seed)
             except (TypeError, ValueError):
-                raise TypeError(f"Generator.manual_seed: expected an int seed, got "
-                                f"{type(seed).__name__}") from None
+                raise RuntimeError(f"manual_seed expected a long, but got "
+                                   f"{type(seed).__name__}") from None
         seed = int(seed)
         self._seed = seed & _MASK if seed < 0 else seed
         if self._on_device:

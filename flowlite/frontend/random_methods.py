@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ..engine import dtypes as D
-from ..engine.errors import ArgumentError, DTypeError
+from ..engine.errors import ArgumentError, DTypeError, UnsupportedError
 from . import ops as F
 from . import random as R
 from .tensor import Tensor
@@ -21,10 +21,12 @@ __all__ = ["uniform_", "normal_", "bernoulli_", "bernoulli", "random_", "exponen
            "geometric_", "cauchy_", "log_normal_"]
 
 
-def _floating(self, op, what="a continuous"):
+def _floating(self, op, what="a continuous", exc=UnsupportedError):
+    # PyTorch: NotImplementedError (no kernel for the dtype) for uniform_/normal_/log_normal_,
+    # RuntimeError (a stated check) for exponential_/cauchy_
     if not self.dtype.is_floating_point:
-        raise DTypeError(f"{op}: {what} distribution needs a floating-point tensor, got "
-                         f"dtype {self.dtype}")
+        raise exc(f"{op}: {what} distribution needs a floating-point tensor, got "
+                  f"dtype {self.dtype}")
 
 
 def _unit(self, generator):
@@ -94,8 +96,7 @@ def exponential_(self, lambd=1.0, *, generator=None):
     lambd = float(lambd)
     if not lambd > 0.0:
         raise ArgumentError(f"exponential_ expects lambda > 0.0, but found lambda={lambd:g}")
-    _floating(self, "exponential_", "Exponential distribution is a continuous probability "
-                                    "distribution:")
+    _floating(self, "exponential_", "the exponential", DTypeError)
     u = _unit(self, generator)
     return self._rebind(F.neg(F.log1p(F.neg(u))) / lambd, "exponential_")
 
@@ -112,7 +113,7 @@ def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
     sigma = float(sigma)
     if not sigma > 0.0:
         raise ArgumentError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma:g}")
-    _floating(self, "cauchy_")
+    _floating(self, "cauchy_", "the Cauchy", DTypeError)
     u = _unit(self, generator)
     return self._rebind(F.tan((u - 0.5) * math.pi) * sigma + float(median), "cauchy_")
 
