@@ -212,8 +212,8 @@ def _make(prim, shape, attrs, dtype, device, requires_grad, generator=None, op="
 def _float_dtype(dtype, op="rand"):
     d = D.canonical(D.from_any(dtype)) if dtype is not None else D.default_float()
     if not d.is_floating_point:
-        # PyTorch: RuntimeError ("check_uniform_bounds" not implemented for 'Long')
-        raise DTypeError(f"{op}: expected a floating-point dtype, got {d}")
+        # PyTorch: NotImplementedError ("check_uniform_bounds" not implemented for 'Long')
+        raise UnsupportedError(f"{op}: expected a floating-point dtype, got {d}")
     return d
 
 

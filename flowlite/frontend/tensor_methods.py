@@ -274,6 +274,10 @@ Tensor.get_device = lambda self: self.device.index if _platform_of(self.device) 
 
 # ---- comparisons that answer a Python bool (they read the result: a sync, as in PyTorch) ----
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is not b.dtype:
+        # PyTorch: RuntimeError ("Float did not match Long"); no promotion
+        raise DTypeError(f"isclose: the tensors' dtypes must match, got {a.dtype} and "
+                         f"{b.dtype}")
     a, b = F.as_tensor(a), F.as_tensor(b)
     close = F.abs(a - b) <= atol + rtol * F.abs(b)
     if a.dtype.is_floating_point or b.dtype.is_floating_point:

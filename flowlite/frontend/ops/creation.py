@@ -258,6 +258,9 @@ def full_like(x, fill_value, dtype=None, device=None, requires_grad=False):
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     if end is None:
         start, end = 0, start
+    for v in (start, end, step):
+        if isinstance(v, float) and not math.isfinite(v):
+            raise ArgumentError(f"arange: unsupported range: {start} -> {end} (step {step})")
     if step == 0:
         raise ArgumentError("arange: step must be nonzero")
     if (end - start) * step < 0:
