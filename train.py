@@ -572,15 +572,29 @@ def save_checkpoint(args, directory, state):
 # ---------------------------------------------------------------------------------- progress
 
 
+def _interactive() -> bool:
+    """Both output streams are terminals (tqdm's bar goes to stderr, the lines to stdout)."""
+    try:
+        return sys.stdout.isatty() and sys.stderr.isatty()
+    except (AttributeError, ValueError):        # replaced or closed streams
+        return False
+
+
 class Progress:
-    """tqdm when installed (and not --quiet), else a plain line every few seconds."""
+    """On a terminal: tqdm when installed, else a plain line every few seconds.  When the
+    output is not a terminal (a log file, a pipe): no bar and no timed lines, whose carriage
+    returns and redraws would interleave with the evaluation lines; one log line per
+    evaluation (the step, the training loss and rate, and the evaluation's result) and one
+    at the last step."""
 
     def __init__(self, args, start, total, lm):
         self.quiet, self.total, self.lm = args.quiet, total, lm
         self.bar = None
         self.last_print = time.perf_counter()
         self.t0, self.s0 = time.perf_counter(), start
-        if not self.quiet:
+        self.log = not _interactive()
+        self.fields, self.step = {}, start
+        if not self.quiet and not self.log:
             try:
                 from tqdm import tqdm
                 self.bar = tqdm(total=total, initial=start, unit="step", dynamic_ncols=True,
@@ -594,6 +608,11 @@ class Progress:
         fields = {"loss": f"{loss:.4f}"}
         if acc is not None:
             fields["acc"] = f"{100 * acc:.1f}%"
+        self.fields, self.step = fields, step
+        if self.log:
+            if force:
+                print(self._line(step), flush=True)
+            return
         if self.bar is not None:
             self.bar.n = step
             self.bar.set_postfix(fields, refresh=False)
@@ -601,10 +620,24 @@ class Progress:
             return
         now = time.perf_counter()
         if force or now - self.last_print >= 5.0:
-            rate = (step - self.s0) / max(now - self.t0, 1e-9)
-            extra = "".join(f"  {k} {v}" for k, v in fields.items())
-            print(f"step {step}/{self.total}{extra}  {rate:.1f} steps/s", flush=True)
+            print(self._line(step), flush=True)
             self.last_print = now
+
+    def _line(self, step):
+        rate = (step - self.s0) / max(time.perf_counter() - self.t0, 1e-9)
+        extra = "".join(f"  {k} {v}" for k, v in self.fields.items())
+        return f"step {step}/{self.total}{extra}  {rate:.1f} steps/s"
+
+    def evaluation(self, step, text):
+        """An evaluation's result: below the bar, or (not a terminal) one log line with the
+        training progress in front."""
+        if self.quiet:
+            return
+        if self.log:
+            self.fields = self.fields if self.step == step else {}
+            print(f"{self._line(step)}  |  {text}", flush=True)
+        else:
+            self.write(f"step {step}: {text}")
 
     def write(self, text):
         if self.quiet:
@@ -780,15 +813,16 @@ class Training:
                 if t_steady is None:        # the first step of a process includes its compile
                     t_steady = time.perf_counter()
                 now = time.perf_counter()
-                if now - last_ui > 0.25 or step == self.total:
+                evaluating = step % self.eval_every == 0 and step < self.total
+                if now - last_ui > 0.25 or step == self.total or evaluating:
                     self.flush()            # reading values waits for the device: not every step
                     recent = self.history["acc"][-len(self.loader):]
                     progress.update(step, self.history["loss"][-1],
                                     None if self.lm else float(np.mean(recent)),
                                     force=step == self.total)
                     last_ui = now
-                if step % self.eval_every == 0 and step < self.total:
-                    progress.write(f"step {step}: {self.describe(self.evaluate())}")
+                if evaluating:
+                    progress.evaluation(step, self.describe(self.evaluate()))
                 if args.checkpoint_every and step % args.checkpoint_every == 0 \
                         and step < self.total:
                     self.flush()

@@ -37,8 +37,8 @@ from .frontend.views import (reshape, flatten, ravel, unflatten, squeeze, unsque
                              transpose, swapaxes, swapdims, movedim, moveaxis, t, narrow, select,
                              split, chunk, unbind, broadcast_to, diagonal, as_strided)
 from .frontend.random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm,
-                              rand_like, randn_like, get_rng_state, set_rng_state, multinomial,
-                              normal)
+                              rand_like, randn_like, randint_like, get_rng_state, set_rng_state,
+                              multinomial, normal, bernoulli, default_generator, Generator)
 from .engine.tape import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 from .engine import executor as _executor
 from .engine.metrics import user_site as _user_site
@@ -92,7 +92,6 @@ autocast = amp.autocast      # torch.autocast is torch.amp.autocast
 is_autocast_enabled = amp.is_autocast_enabled
 get_autocast_dtype = amp.get_autocast_dtype
 is_autocast_available = amp.is_autocast_available
-from .data import Generator  # noqa: E402
 
 # Lazy tracing allocates a few small objects per op; Python's full (generation-2) garbage
 # collections would rescan the ~100k long-lived objects JAX creates at import on every

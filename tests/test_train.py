@@ -289,3 +289,45 @@ def test_language_model_end_to_end_with_sample(tmp_path):
     assert "--- sample" in proc.stdout
     sample = proc.stdout.split("---\n", 1)[1] if "---\n" in proc.stdout else ""
     assert sample.startswith("def ")
+
+
+def test_output_that_is_not_a_terminal_gets_one_log_line_per_evaluation(tmp_path):
+    """Piped or redirected (a log file): no progress bar, whose redraws would interleave with
+    the evaluation lines; one line per evaluation and one at the last step."""
+    proc = run_train(tmp_path, "--model", "mlp", "--steps", 12, "--batch-size", 32,
+                     "--eval-every", 4, "--seed", 1)
+    assert proc.returncode == 0, proc.stderr
+    assert "\r" not in proc.stdout and "\r" not in proc.stderr and "\x1b" not in proc.stderr
+    assert "it/s" not in proc.stderr and "step/s" not in proc.stderr     # no tqdm bar
+    progress = [ln for ln in proc.stdout.splitlines() if ln.startswith("step ")]
+    assert [ln.split()[1] for ln in progress] == ["4/12", "8/12", "12/12"], proc.stdout
+    for ln in progress[:2]:
+        assert "  loss " in ln and "steps/s  |  test accuracy " in ln, ln
+    assert "|" not in progress[2]
+
+
+def test_progress_draws_a_bar_only_on_a_terminal(monkeypatch, capsys):
+    """The choice itself, in-process: a terminal on both streams gets tqdm."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("train_module", TRAIN)
+    train = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train)
+    args = type("A", (), {"quiet": False, "model": "mlp"})()
+    p = train.Progress(args, 0, 10, False)
+    assert p.log and p.bar is None               # pytest captures: not a terminal
+    p.update(3, 1.5, 0.25)
+    p.evaluation(3, "test accuracy 50.00%")
+    p.update(10, 1.0, 0.5, force=True)
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 2 and out[0].startswith("step 3/10  loss 1.5000  acc 25.0%")
+    assert out[0].endswith("|  test accuracy 50.00%") and out[1].startswith("step 10/10")
+    monkeypatch.setattr(train, "_interactive", lambda: True)
+    p = train.Progress(args, 0, 10, False)
+    assert not p.log
+    try:
+        import tqdm  # noqa: F401  (the examples extra; a bare test install has none)
+    except ImportError:
+        assert p.bar is None
+    else:
+        assert p.bar is not None
+    p.close()

@@ -3,7 +3,8 @@
 `is_available()` is true exactly when JAX has a GPU backend; everything else follows from
 the JAX devices of that backend.  flowlite has one generator seed for all devices, so
 `manual_seed(_all)` reseeds it when a GPU exists — and, like PyTorch without CUDA, does
-nothing when none does.  `synchronize()` runs the pending graph (`flowlite.sync()`) and
+nothing when none does; `get_rng_state(_all)`/`set_rng_state(_all)` save and restore the
+global stream's state on each GPU (opaque uint8 tensors; `[]` without a GPU).  `synchronize()` runs the pending graph (`flowlite.sync()`) and
 waits until the device has finished it.
 
 Layer: compat — imports engine.device, engine.executor, engine.phases, frontend.random.
@@ -22,6 +23,7 @@ from ..engine.phases import timed as _timed
 __all__ = ["is_available", "device_count", "current_device", "set_device", "get_device_name",
            "get_device_capability", "get_device_properties", "is_bf16_supported",
            "synchronize", "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
+           "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
            "empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
            "is_initialized", "init"]
 
@@ -171,6 +173,30 @@ seed_all = seed
 def initial_seed() -> int:
     _require("initial_seed")
     return _random.initial_seed()
+
+
+def _rng_device(what, dev):
+    return _device(f"cuda:{_index(what, None if dev in (None, 'cuda') else dev)}")
+
+
+def get_rng_state(device="cuda"):
+    """The global stream's state on a CUDA device (an opaque uint8 tensor)."""
+    return _random.get_rng_state(_rng_device("get_rng_state", device))
+
+
+def set_rng_state(new_state, device="cuda") -> None:
+    _random.set_rng_state(new_state, _rng_device("set_rng_state", device))
+
+
+def get_rng_state_all() -> list:
+    """One state per CUDA device ([] without one, as PyTorch's CPU builds answer)."""
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    """Restore `get_rng_state_all()`'s states (nothing to restore without a CUDA device)."""
+    for i, state in zip(range(device_count()), new_states):
+        set_rng_state(state, i)
 
 
 def empty_cache() -> None:

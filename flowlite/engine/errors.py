@@ -17,6 +17,10 @@ class DTypeError(TypeError, RuntimeError):
     """An argument of the wrong dtype or kind for an op (PyTorch: RuntimeError or TypeError)."""
 
 
+class IndexDTypeError(DTypeError, IndexError):
+    """An index tensor of the wrong dtype where PyTorch raises IndexError (index_fill)."""
+
+
 class IndexShapeError(ArgumentError, IndexError):
     """An index tensor of the wrong rank (PyTorch: IndexError)."""
 

@@ -1,9 +1,10 @@
 """Rebinding tensors and recording updates: the in-place half of the tracer.
 
-Layer: frontend — imports engine.dtypes, engine.graph_key, engine.host_data, engine.host_eval,
-engine.ir, engine.metrics, engine.runtime, engine.tape, ops, primitives, tensor, views. In-place
-methods, `nn` (parameter values) and `optim` (the update node whose outputs replace parameters
-and state) all go through these, so nothing outside the core writes `Tensor._node`.
+Layer: frontend — imports engine.dtypes, engine.errors, engine.graph_key, engine.host_data,
+engine.host_eval, engine.ir, engine.metrics, engine.runtime, engine.tape, ops, primitives,
+tensor, views. In-place methods, `nn` (parameter values) and `optim` (the update node whose
+outputs replace parameters and state) all go through these, so nothing outside the core writes
+`Tensor._node`.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import weakref
 import numpy as np
 
 from ..engine import dtypes as D, graph_key, host_eval, ir
+from ..engine.errors import ArgumentError
 from ..engine.host_data import HostNode, host_array, host_node, on_host
 from ..engine.graph_key import enter as _enter
 from ..engine.metrics import _C
@@ -89,7 +91,7 @@ def setitem(x, idx, value):
         try:
             v = broadcast_to(v, sub._node.shape)
         except ValueError:
-            raise ValueError(f"setitem: value of shape {tuple(value.shape)} cannot be broadcast "
+            raise ArgumentError(f"setitem: value of shape {tuple(value.shape)} cannot be broadcast "
                              f"to the indexed shape {tuple(sub.shape)}") from None
         rebind(sub, v, "copy_")
     else:

@@ -2,8 +2,8 @@
 variants (which rebind the handle to a new node) and `backward`.
 
 Layer: frontend — imports backward, engine.device, engine.dtypes, engine.errors,
-engine.host_data, ops, primitives, random, recording, tensor, views. The package imports it
-once, so every Tensor has its full API.
+engine.host_data, ops, primitives, random, random_methods, recording, tensor, views. The package
+imports it once, so every Tensor has its full API.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ..engine import dtypes as D
 from . import ops as F
 from . import primitives as P
 from . import random as R
+from . import random_methods as RM
 from . import views as V
 from ..engine.device import Device, device as _make_device, platform_of as _platform_of
 from ..engine.host_data import HostNode as _HostNode, int_op as _int_op
@@ -261,35 +262,11 @@ def _copy_(self, src, non_blocking=False):
     return self._rebind(F.broadcast_to(F.to_dtype(src, self.dtype), self._node.shape), "copy_")
 
 
-def _uniform_(self, a=0.0, b=1.0):
-    u = R.rand(self.shape, dtype=self.dtype, device=self.device)
-    return self._rebind(u * (b - a) + a if (a, b) != (0.0, 1.0) else u, "uniform_")
-
-
-def _normal_(self, mean=0.0, std=1.0):
-    n = R.randn(self.shape, dtype=self.dtype, device=self.device)
-    return self._rebind(n * std + mean if (mean, std) != (0.0, 1.0) else n, "normal_")
-
-
-def _bernoulli_(self, p=0.5):
-    return self._rebind(F.to_dtype(R.rand(self.shape, device=self.device) < p, self.dtype),
-                        "bernoulli_")
-
-
-def _random_(self, low=0, high=None):
-    if high is None:
-        low, high = 0, low
-    return self._rebind(R.randint(low, high, self.shape, dtype=self.dtype, device=self.device),
-                        "random_")
-
-
 Tensor.fill_ = _fill_
 Tensor.zero_ = _zero_
 Tensor.copy_ = _copy_
-Tensor.uniform_ = _uniform_
-Tensor.normal_ = _normal_
-Tensor.bernoulli_ = _bernoulli_
-Tensor.random_ = _random_
+for _name in RM.__all__:          # in-place draws (generator= as in PyTorch)
+    setattr(Tensor, _name, getattr(RM, _name))
 
 
 # where a tensor lives, PyTorch's way (answered from the device, never a sync)
@@ -306,6 +283,10 @@ Tensor.get_device = lambda self: self.device.index if _platform_of(self.device) 
 
 # ---- comparisons that answer a Python bool (they read the result: a sync, as in PyTorch) ----
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.dtype is not b.dtype:
+        # PyTorch: RuntimeError ("Float did not match Long"); no promotion
+        raise DTypeError(f"isclose: the tensors' dtypes must match, got {a.dtype} and "
+                         f"{b.dtype}")
     a, b = F.as_tensor(a), F.as_tensor(b)
     close = F.abs(a - b) <= atol + rtol * F.abs(b)
     if a.dtype.is_floating_point or b.dtype.is_floating_point:

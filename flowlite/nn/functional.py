@@ -76,6 +76,13 @@ def _check_float(x, op):
         raise DTypeError(f"{op}: expected a floating-point input, got {x.dtype}")
 
 
+def _check_float_target(input, target, op):
+    # PyTorch: RuntimeError ("Found dtype Long but expected Float"); no silent promotion
+    if isinstance(target, Tensor) and not target.dtype.is_floating_point:
+        raise DTypeError(f"{op}: expected a floating-point target like the input "
+                         f"({input.dtype}), got {target.dtype}")
+
+
 def _reduce(loss, reduction, op):
     if reduction == "mean":
         return F.mean(loss)
@@ -180,6 +187,14 @@ def _batchify(x, nd, op, what="input"):
                         f"but got {what} of shape {tuple(x.shape)}")
 
 
+def _positive(values, what, op):
+    # PyTorch: RuntimeError "non-positive stride is not supported" (dilation likewise)
+    if builtins.any(v <= 0 for v in values):
+        raise ArgumentError(f"{op}: non-positive {what} is not supported (got {what}="
+                            f"{tuple(values)})")
+    return values
+
+
 def _convnd(x, weight, bias, stride, padding, dilation, groups, nd, op):
     if X.autocast.current() is not None:
         x, weight, bias = X.autocast.lower(x, weight, bias)
@@ -194,8 +209,8 @@ def _convnd(x, weight, bias, stride, padding, dilation, groups, nd, op):
                             f"match weight of shape {tuple(ws)} with groups={groups} "
                             f"(expected {ws[1] * groups} input channels and out "
                             f"channels divisible by groups)")
-    stride = _ntuple(stride, nd, "stride")
-    dilation = _ntuple(dilation, nd, "dilation")
+    stride = _positive(_ntuple(stride, nd, "stride"), "stride", op)
+    dilation = _positive(_ntuple(dilation, nd, "dilation"), "dilation", op)
     pads = _conv_padding(padding, nd, stride, dilation, ws[2:], op)
     for i in range(nd):
         eff = dilation[i] * (ws[2 + i] - 1) + 1
@@ -239,10 +254,10 @@ def _conv_transpose_nd(x, weight, bias, stride, padding, output_padding, groups,
                             f"{tuple(ws)} (expected weight (in_channels={cin}, "
                             f"out_channels/groups, *kernel) and in_channels divisible by "
                             f"groups={groups})")
-    stride = _ntuple(stride, nd, "stride")
+    stride = _positive(_ntuple(stride, nd, "stride"), "stride", op)
     pad = _ntuple(padding, nd, "padding")
     opad = _ntuple(output_padding, nd, "output_padding")
-    dilation = _ntuple(dilation, nd, "dilation")
+    dilation = _positive(_ntuple(dilation, nd, "dilation"), "dilation", op)
     for s, d, o in zip(stride, dilation, opad):
         if not (o < s or o < d):
             raise ArgumentError(f"{op}: output padding must be smaller than either stride or "
@@ -288,6 +303,10 @@ def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_paddi
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C*kh*kw, L), as a grouped convolution with one-hot kernels."""
+    if input.ndim < 3:
+        # PyTorch indexes the input's channel dim first: IndexError (dimension out of range)
+        raise IndexShapeError(f"unfold: expected a 3D (unbatched) or 4D (batched) input, got "
+                              f"shape {tuple(input.shape)}")
     x, batched = _batchify(input, 2, "unfold")
     k = _ntuple(kernel_size, 2, "kernel_size")
     c = x.shape[1]
@@ -330,6 +349,8 @@ def _pool_setup(x, kernel_size, stride, padding, dilation, ceil_mode, nd, op):
     k = _ntuple(kernel_size, nd, "kernel_size")
     s = k if stride is None or (isinstance(stride, (list, tuple)) and not stride) \
         else _ntuple(stride, nd, "stride")
+    if builtins.any(v <= 0 for v in s):
+        raise ArgumentError(f"{op}: stride should be greater than zero, got stride={tuple(s)}")
     p = _ntuple(padding, nd, "padding")
     d = _ntuple(dilation, nd, "dilation")
     lead = x.ndim - nd
@@ -972,8 +993,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     linear_modes = {"linear": 1, "bilinear": 2, "trilinear": 3}
     if mode in linear_modes:
         if linear_modes[mode] != nd:
-            raise ArgumentError(f"interpolate: mode {mode!r} expects a {linear_modes[mode] + 2}D "
-                                f"input, got shape {tuple(input.shape)}")
+            raise UnsupportedModeError(f"interpolate: mode {mode!r} expects a "
+                                       f"{linear_modes[mode] + 2}D input, got shape "
+                                       f"{tuple(input.shape)}")
         align_corners = builtins.bool(align_corners)
     elif mode in ("nearest", "nearest-exact"):
         if align_corners is not None:
@@ -1521,6 +1543,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   reduce=None, reduction="mean", label_smoothing=0.0):
     """log_softmax over the class dim (1, or 0 for unbatched input) + NLL; targets are class
     indices (integer, shape (N, *)) or class probabilities (float, the input's shape)."""
+    if isinstance(input, Tensor) and not input.dtype.is_floating_point:
+        # PyTorch: NotImplementedError (no log_softmax kernel for the dtype)
+        raise UnsupportedError(f"cross_entropy: expected floating-point logits, got "
+                               f"{input.dtype}")
     _check_float(input, "cross_entropy")
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
@@ -1621,6 +1647,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     """-(t log x + (1 - t) log(1 - x)), each log clamped at -100 as in PyTorch."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_same_shape(input, target, "binary_cross_entropy")
+    _check_float_target(input, target, "binary_cross_entropy")
     log_x = F.maximum(F.log(input), -100.0)
     log_1mx = F.maximum(F.log(1.0 - input), -100.0)
     loss = -(target * (log_x - log_1mx) + log_1mx)
@@ -1635,6 +1662,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     """(1 - t) x + (1 + (pos_weight - 1) t) log(1 + exp(-x)), computed stably."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_same_shape(input, target, "binary_cross_entropy_with_logits")
+    _check_float_target(input, target, "binary_cross_entropy_with_logits")
     sp_neg = F.maximum(-input, 0.0) + F.log1p(F.exp(-F.abs(input)))   # log(1 + e^-x)
     if pos_weight is not None:
         loss = (1.0 - target) * input + (target * (pos_weight - 1.0) + 1.0) * sp_neg

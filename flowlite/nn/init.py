@@ -62,13 +62,13 @@ def _check(tensor, name):
 def uniform_(tensor, a: float = 0.0, b: float = 1.0, generator=None):
     _check(tensor, "uniform_")
     with no_grad():
-        return tensor.uniform_(float(a), float(b))
+        return tensor.uniform_(float(a), float(b), generator=generator)
 
 
 def normal_(tensor, mean: float = 0.0, std: float = 1.0, generator=None):
     _check(tensor, "normal_")
     with no_grad():
-        return tensor.normal_(float(mean), float(std))
+        return tensor.normal_(float(mean), float(std), generator=generator)
 
 
 def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
@@ -80,7 +80,7 @@ def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, 
     lo, hi = (a - mean) / std, (b - mean) / std
     with no_grad():
         z = R.trunc_normal(tuple(tensor.shape), lo, hi, dtype=tensor.dtype,
-                           device=tensor.device)
+                           device=tensor.device, generator=generator)
         return rebind(tensor, z * float(std) + float(mean), "trunc_normal_")
 
 
@@ -129,13 +129,13 @@ def xavier_uniform_(tensor, gain: float = 1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
     a = math.sqrt(3.0) * std
-    return uniform_(tensor, -a, a)
+    return uniform_(tensor, -a, a, generator)
 
 
 def xavier_normal_(tensor, gain: float = 1.0, generator=None):
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
-    return normal_(tensor, 0.0, std)
+    return normal_(tensor, 0.0, std, generator)
 
 
 def kaiming_uniform_(tensor, a: float = 0, mode: str = "fan_in",
@@ -145,7 +145,7 @@ def kaiming_uniform_(tensor, a: float = 0, mode: str = "fan_in",
     fan = _calculate_correct_fan(tensor, mode)
     gain = calculate_gain(nonlinearity, a)
     bound = math.sqrt(3.0) * gain / math.sqrt(fan)
-    return uniform_(tensor, -bound, bound)
+    return uniform_(tensor, -bound, bound, generator)
 
 
 def kaiming_normal_(tensor, a: float = 0, mode: str = "fan_in",
@@ -154,7 +154,7 @@ def kaiming_normal_(tensor, a: float = 0, mode: str = "fan_in",
         return tensor
     fan = _calculate_correct_fan(tensor, mode)
     std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
-    return normal_(tensor, 0.0, std)
+    return normal_(tensor, 0.0, std, generator)
 
 
 # Quintic Newton–Schulz coefficients: every singular value in (0, 1] grows by ~3.4x per step
@@ -175,7 +175,8 @@ def orthogonal_(tensor, gain: float = 1.0, generator=None):
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
     with no_grad():
-        x = R.randn((rows, cols), dtype=tensor.dtype, device=tensor.device)
+        x = R.randn((rows, cols), dtype=tensor.dtype, device=tensor.device,
+                    generator=generator)
         if rows > cols:
             x = F.transpose(x, 0, 1)
         # X X^T is the small (min(rows, cols))^2 Gram matrix
@@ -199,9 +200,10 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     rows, cols = tensor.shape
     num_zeros = int(math.ceil(sparsity * rows))
     with no_grad():
-        vals = R.randn((rows, cols), dtype=tensor.dtype, device=tensor.device) * float(std)
+        vals = R.randn((rows, cols), dtype=tensor.dtype, device=tensor.device,
+                       generator=generator) * float(std)
         # rank of a uniform key within each column: the num_zeros smallest become zero
-        keys = R.rand((rows, cols), device=tensor.device)
+        keys = R.rand((rows, cols), device=tensor.device, generator=generator)
         ranks = F.sum(F.lt(F.unsqueeze(keys, 0), F.unsqueeze(keys, 1)).to(vals.dtype), dim=1)
         return rebind(tensor, F.where(ranks < num_zeros, 0.0, vals), "sparse_")
 

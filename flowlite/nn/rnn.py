@@ -14,6 +14,7 @@ from ..extend import ArgumentError, DTypeError
 from ..extend import autocast, ops as F, random as R, scan
 from . import init
 from .module import Module, Parameter
+from .utils.rnn import PackedSequence
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -103,27 +104,41 @@ class RNNBase(Module):
                                 f"{tuple(h.shape)}")
 
     def forward(self, x, hx=None):
+        if isinstance(x, PackedSequence):
+            # the padded batch (time-major, caller's order) with each sequence's state
+            # frozen past its length: h_n is each sequence's state at its last step
+            padded = x.padded()
+            mask = x.mask(padded.shape[0], padded.device)
+            out, hidden = self._forward_cast(padded, hx, mask, time_major=True)
+            return x._like(out), hidden
+        return self._forward_cast(x, hx, None)
+
+    def _forward_cast(self, x, hx, mask, time_major=False):
         if autocast.current() is None:
-            return self._forward(x, hx, None)
+            return self._forward(x, hx, None, mask, time_major)
         # PyTorch's CPU LSTM (mkldnn_rnn_layer) and RNN (linear layers) compute and return in
         # the autocast dtype; its GRU's gates are linear layers in it, and its state keeps
         # the state's dtype
         if self.mode == "GRU":
-            return self._forward(x, hx, autocast.lower)
+            return self._forward(x, hx, autocast.lower, mask, time_major)
         x, = autocast.lower(x)
         if hx is not None:
             hx = autocast.lower(*hx) if isinstance(hx, (tuple, list)) else autocast.lower(hx)[0]
-        return self._forward(x, hx, autocast.lower)
+        return self._forward(x, hx, autocast.lower, mask, time_major)
 
-    def _forward(self, x, hx, cast):
+    def _forward(self, x, hx, cast, mask=None, time_major=False):
         self._check_input(x)
+        if mask is not None and x.ndim != 3:
+            raise ArgumentError(f"{type(self).__name__}: a PackedSequence's data must be "
+                                f"(sum(lengths), input_size), got padded shape "
+                                f"{tuple(x.shape)}")
         unbatched = x.ndim == 2
         if unbatched:
             x = x.unsqueeze(1)
             if hx is not None:
                 hx = tuple(h.unsqueeze(1) for h in hx) if isinstance(hx, tuple) else \
                     hx.unsqueeze(1)
-        elif self.batch_first:
+        elif self.batch_first and not time_major:
             x = x.transpose(0, 1)
         batch = x.shape[1]
         is_lstm = self.mode == "LSTM"
@@ -150,7 +165,8 @@ class RNNBase(Module):
                 if cast is not None:
                     params = list(cast(*params))
                 out, h, c = self._run_direction(layer_in, params, h0[k],
-                                                c0[k] if is_lstm else None, reverse=d == 1)
+                                                c0[k] if is_lstm else None, reverse=d == 1,
+                                                mask=mask)
                 outs.append(out)
                 hs.append(h)
                 cs.append(c)
@@ -167,21 +183,50 @@ class RNNBase(Module):
             output = output.squeeze(1)
             h_n = h_n.squeeze(1)
             c_n = c_n.squeeze(1) if is_lstm else None
-        elif self.batch_first:
+        elif self.batch_first and not time_major:
             output = output.transpose(0, 1)
         return (output, (h_n, c_n)) if is_lstm else (output, h_n)
 
-    def _run_direction(self, x, params, h0, c0, reverse):
-        w_ih, w_hh = params[0], params[1]
-        b_ih = params[2] if self.bias else None
-        b_hh = params[3] if self.bias else None
+    def _run_direction(self, x, params, h0, c0, reverse, mask=None):
+        """One layer in one direction: the input projection of every time step at once,
+        then only the recurrent part inside `scan`.  With `mask` (T, B, 1) — a padded batch
+        of packed sequences — a sequence whose step is masked (it has ended or, in reverse,
+        not begun) keeps its state and outputs zero, so the final state is each sequence's
+        state at its own last step."""
+        xw = self._input_projection(x, params)
+        cell = self._cell(params)
+        is_lstm = self.mode == "LSTM"
+        init = (h0, c0) if is_lstm else h0
+        if mask is None:
+            carry, ys = scan(cell, init, xw, reverse=reverse)
+        else:
+            def step(carry, xs):
+                xt, m = xs
+                new, y = cell(carry, xt)
+                if is_lstm:
+                    new = (F.where(m, new[0], carry[0]), F.where(m, new[1], carry[1]))
+                else:
+                    new = F.where(m, new, carry)
+                return new, F.where(m, y, 0.0)
+            carry, ys = scan(step, init, (xw, mask), reverse=reverse)
+        if is_lstm:
+            return ys, carry[0], carry[1]
+        return ys, carry, None
+
+    def _input_projection(self, x, params):
+        w_ih = params[0]
         xw = x @ w_ih.T                      # all time steps at once: (T, B, G*H)
-        if b_ih is not None:
+        if self.bias:
+            b_ih, b_hh = params[2], params[3]
             xw = xw + (b_ih + b_hh if self.mode != "GRU" else b_ih)
-        w_hh_t = w_hh.T
+        return xw
+
+    def _cell(self, params):
+        """step(carry, projected input of one step) -> (new carry, output)."""
+        w_hh_t = params[1].T
+        b_hh = params[3] if self.bias else None
         H = self.hidden_size
         mode = self.mode
-
         if mode == "LSTM":
             def step(carry, xt):
                 h, c = carry
@@ -193,8 +238,7 @@ class RNNBase(Module):
                 c = f * c + i * g
                 h = o * F.tanh(c)
                 return (h, c), h
-            (h, c), ys = scan(step, (h0, c0), xw, reverse=reverse)
-            return ys, h, c
+            return step
         if mode == "GRU":
             def step(h, xt):
                 gh = h @ w_hh_t
@@ -205,15 +249,13 @@ class RNNBase(Module):
                 n = F.tanh(xt[:, 2 * H:] + r * gh[:, 2 * H:])
                 h = (1 - z) * n + z * h
                 return h, h
-            h, ys = scan(step, h0, xw, reverse=reverse)
-            return ys, h, None
+            return step
         act = F.tanh if mode == "RNN_TANH" else F.relu
 
         def step(h, xt):
             h = act(xt + h @ w_hh_t)
             return h, h
-        h, ys = scan(step, h0, xw, reverse=reverse)
-        return ys, h, None
+        return step
 
 
 class RNN(RNNBase):

@@ -601,6 +601,10 @@ def clamp(x, min=None, max=None):  # noqa: A002
 def where(cond, x=None, y=None):
     if x is None and y is None:
         return nonzero(cond, as_tuple=True)
+    if x is None or y is None:
+        # PyTorch: TypeError (no overload takes a condition and one value)
+        raise TypeError("where(): expected a condition and both values x and y (or the "
+                        "condition alone), got only one value")
     if not isinstance(cond, Tensor):
         cond = as_tensor(cond)
     if cond.dtype is not D.bool_:

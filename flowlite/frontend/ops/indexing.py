@@ -15,7 +15,8 @@ import operator
 import jax.numpy as jnp
 import numpy as np
 
-from ...engine.errors import ArgumentError, DTypeError, IndexRangeError, IndexShapeError
+from ...engine.errors import (ArgumentError, DTypeError, IndexDTypeError, IndexRangeError,
+                               IndexShapeError)
 from ...engine import buckets as B, dtypes as D
 from ...engine.host_data import HostNode as _HostNode, host_node, host_value
 from ...engine.host_reads import host_view
@@ -180,7 +181,12 @@ def _parse_index(x, idx):
             t = it
             if not isinstance(t, Tensor):
                 arr = np.asarray(t)
-                if arr.dtype == object or arr.dtype.kind not in "biu":
+                if arr.dtype == object or arr.dtype.kind in "USV":
+                    # PyTorch: TypeError (a string or object is no index at all)
+                    raise DTypeError(f"index: a {type(it).__name__} is not a valid index (only "
+                                     f"integers, slices, None, Ellipsis, and long, int or "
+                                     f"bool tensors)")
+                if arr.dtype.kind not in "biu":
                     raise IndexRangeError(f"index: tensors used as indices must be long, int or "
                                           f"bool (got {arr.dtype} from {type(it).__name__})")
                 t = from_numpy(arr if arr.dtype == bool else arr.astype(np.int64),
@@ -554,11 +560,11 @@ def setitem(x, idx, value):
     x._rebind(index_put(x, idx, value), "__setitem__")
 
 
-def _check_index_tensor(index, op):
+def _check_index_tensor(index, op, exc=DTypeError):
     if not isinstance(index, Tensor):
         index = as_tensor(index)
     if index.dtype.kind not in "iu":
-        raise DTypeError(f"{op}(): Expected dtype int64 (or int32) for index, got {index.dtype}")
+        raise exc(f"{op}(): Expected dtype int64 (or int32) for index, got {index.dtype}")
     return index
 
 
@@ -697,7 +703,8 @@ def take(x, index):
 
 
 def _dim_spec(x, dim, index, op):
-    index = _check_index_tensor(index, op)
+    # PyTorch: index_fill_ raises IndexError for an index of the wrong dtype
+    index = _check_index_tensor(index, op, IndexDTypeError if op == "index_fill" else DTypeError)
     if index.ndim > 1:
         raise IndexShapeError(f"{op}: index must be 1-D or 0-D (got shape {tuple(index.shape)})")
     d = _norm_dim(dim, x.ndim, op)
@@ -728,7 +735,8 @@ def index_copy(x, dim, index, source):
     d, flat, spec = _dim_spec(x, dim, index, "index_copy")
     want = x._node.shape[:d] + (flat._node.shape[0],) + x._node.shape[d + 1:]
     if tuple(source.shape) != want:
-        raise ArgumentError(f"index_copy: source shape {tuple(source.shape)} must be {want} "
+        # PyTorch: IndexError (count or rank differs) or RuntimeError (slice shape differs)
+        raise IndexShapeError(f"index_copy: source shape {tuple(source.shape)} must be {want} "
                             f"(self {tuple(x.shape)}, dim {d}, {flat._node.shape[0]} indices)")
     out = _index_set(x, spec, (flat,), to_dtype(source, x.dtype))
     index_in_range(flat, x._node.shape[d], "index_copy", dim=d, shape=x._node.shape, out=out)

@@ -476,10 +476,17 @@ def flip(x, *dims_args, dims=None):
 
 
 def _check_cat(tensors, dim, op):
-    if not isinstance(tensors, (list, tuple)) or not tensors:
+    if not isinstance(tensors, (list, tuple)):
+        # PyTorch: TypeError (the argument must be a sequence of Tensors)
+        raise TypeError(f"{op}(): argument 'tensors' must be a tuple or list of Tensors, not "
+                        f"{type(tensors).__name__}")
+    if not tensors:
         raise ArgumentError(f"{op}: expected a non-empty list of tensors")
-    tensors = [as_tensor(t) for t in tensors]
-    return tensors
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{op}(): expected Tensor as element {i} in argument 0, but got "
+                            f"{type(t).__name__}")
+    return list(tensors)
 
 
 @torch_op(method=False, aliases=("concat",))
@@ -682,6 +689,11 @@ def pad(x, pad, mode="constant", value=0.0):
         lo[nd - 1 - i] = pad[2 * i]
         hi[nd - 1 - i] = pad[2 * i + 1]
     # negative padding crops
+    for d, (n, a, b) in enumerate(zip(x._node.shape, lo, hi)):
+        if n + builtins.min(a, 0) + builtins.min(b, 0) < 0:
+            raise ArgumentError(f"pad: negative padding ({a}, {b}) crops more than the "
+                                f"{n} elements of dim {d} (input of shape "
+                                f"{tuple(x._node.shape)})")
     if builtins.any(v < 0 for v in lo + hi):
         starts = [-builtins.min(v, 0) for v in lo]
         stops = [s + builtins.min(h, 0) for s, h in zip(x._node.shape, hi)]

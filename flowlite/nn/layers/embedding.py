@@ -1,7 +1,7 @@
 """Embedding: a lookup table, weight (num_embeddings, embedding_dim) ~ N(0, 1)."""
 from __future__ import annotations
 
-from ...extend import ArgumentError
+from ...extend import ArgumentError, LayerArgumentError
 from ...extend import Tensor, no_grad, share
 from .. import functional as Fn
 from .. import init
@@ -22,10 +22,10 @@ class Embedding(Module):
         if padding_idx is not None:
             if padding_idx > 0:
                 if padding_idx >= num_embeddings:
-                    raise ArgumentError("Padding_idx must be within num_embeddings")
+                    raise LayerArgumentError("Padding_idx must be within num_embeddings")
             elif padding_idx < 0:
                 if padding_idx < -num_embeddings:
-                    raise ArgumentError("Padding_idx must be within num_embeddings")
+                    raise LayerArgumentError("Padding_idx must be within num_embeddings")
                 padding_idx = num_embeddings + padding_idx
         self.padding_idx = padding_idx
         self.max_norm = max_norm
