@@ -43,7 +43,10 @@ class _DefaultGenerator:
     """`torch.default_generator` (what `manual_seed` returns): the global stream seen as a
     Generator; passed as `generator=` it draws what no generator would."""
     is_global = True
-    device = _device("cpu")
+
+    @property
+    def device(self):       # (a property: importing flowlite must not start JAX's backend)
+        return _device("cpu")
 
     def manual_seed(self, s):
         manual_seed(s)
