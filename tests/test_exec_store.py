@@ -91,25 +91,35 @@ def _rewrite(path, change):
     path.write_bytes(blob[:head] + hashlib.sha256(body).digest() + body)
 
 
-@pytest.mark.parametrize("damage", ["truncated", "garbage", "flipped", "other_versions",
-                                    "other_key"])
-def test_a_bad_entry_is_compiled_again_without_error(tmp_path, damage):
+_DAMAGES = ("truncated", "garbage", "flipped", "other_versions", "other_key")
+
+
+def _damage(p, damage):
+    if damage == "truncated":
+        p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])
+    elif damage == "garbage":
+        p.write_bytes(b"\x00not an entry" * 10)
+    elif damage == "flipped":       # one bit of the executable's code
+        b = bytearray(p.read_bytes())
+        b[len(b) // 2] ^= 0x10
+        p.write_bytes(bytes(b))
+    elif damage == "other_versions":    # made by another jax (or flowlite, or CPU)
+        _rewrite(p, lambda e: e.update(environment=e["environment"].replace(
+            "|", "|0.0.1-other|", 1)))
+    else:
+        _rewrite(p, lambda e: e.update(key="0" * 64))
+
+
+@pytest.mark.parametrize("first", [0, 3])
+def test_bad_entries_are_compiled_again_without_error(tmp_path, first):
+    # every entry damaged, each its own way (the kinds rotate over the entries from `first`:
+    # the two cases cover all five kinds on the step's three or more programs): all
+    # recompiled, none fatal
     cold = _run(tmp_path)
     entries = _entries(tmp_path)
-    for p in entries:
-        if damage == "truncated":
-            p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2])
-        elif damage == "garbage":
-            p.write_bytes(b"\x00not an entry" * 10)
-        elif damage == "flipped":       # one bit of the executable's code
-            b = bytearray(p.read_bytes())
-            b[len(b) // 2] ^= 0x10
-            p.write_bytes(bytes(b))
-        elif damage == "other_versions":    # made by another jax (or flowlite, or CPU)
-            _rewrite(p, lambda e: e.update(environment=e["environment"].replace(
-                "|", "|0.0.1-other|", 1)))
-        else:
-            _rewrite(p, lambda e: e.update(key="0" * 64))
+    assert len(entries) >= 3
+    for k, p in enumerate(entries):
+        _damage(p, _DAMAGES[(first + k) % len(_DAMAGES)])
     again = _run(tmp_path)
     assert again["rejects"] == len(entries)
     assert again["loads"] == 0 and again["lowerings"] >= 1

@@ -218,7 +218,7 @@ def test_one_program_for_every_set_of_lengths_of_one_padded_shape():
 
 def test_length_buckets_equal_exact_programs(x64):
     fl.set_default_dtype(fl.float64)
-    steps = [5, 9, 7, 12, 3, 14, 11, 6]
+    steps = [5, 9, 3, 12, 7]
     fl.set_buckets(False)
     try:
         exact, _ = _train(steps)
