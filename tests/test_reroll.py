@@ -186,10 +186,12 @@ def test_stacked_layers_switch_to_the_unrolled_program_after_their_first_steps(x
     x = fl.from_numpy(rng.normal(size=(4, 8)))
     y = fl.from_numpy(rng.integers(0, 3, size=4))
     before = metrics.counters()["rerolled_upgrades"]
+    bg = metrics.counters()["background_compiles"]
     # (the unrolled form compiles in the background meanwhile: wait for it at one step)
     losses, params = _train(fl, model, x, y, steps=reroll.UPGRADE_AFTER + 4,
                             wait_at=reroll.UPGRADE_AFTER + 2)
     assert metrics.counters()["rerolled_upgrades"] - before == 1
+    assert metrics.counters()["background_compiles"] - bg == 1
     assert "the unrolled form of a re-rolled program" in fl.metrics.report()
     reroll.set_reroll(False)
     fl.clear_cache()

@@ -643,20 +643,18 @@ def _build_later(order, leaves, scalars, slot, out_slots, device, donate, args, 
     the main thread's compiles there: such a program is compiled, never loaded.)"""
     if key is None:
         return build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
-                                partners, check_slots, chain, roll, background=background)
+                                partners, check_slots, chain, roll, submit=background.submit)
 
-    class _Storing:         # compile under exec_store.storing(), then save, on that thread
-        @staticmethod
-        def submit(finish):
-            def job():
-                with exec_store.storing():
-                    exe, seconds = finish()
-                exec_store.save(key, exe, device)
-                return exe, seconds
-            return background.submit(job)
+    def store_after(finish):    # compile under exec_store.storing(), then save, on that thread
+        def job():
+            with exec_store.storing():
+                exe, seconds = finish()
+            exec_store.save(key, exe, device)
+            return exe, seconds
+        return background.submit(job)
     return build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
                             partners, check_slots, chain, roll, exec_store.name(key),
-                            background=_Storing)
+                            submit=store_after)
 
 
 def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device, note=""):

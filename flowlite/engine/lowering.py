@@ -326,10 +326,10 @@ def _guarded_update(entries, ext, guards, out_slots, env, ok, scalar_map, packs,
 
 def build_executable(order, leaves, scalars, slot, out_slots, device, donate, args,
                      partners=None, check_slots=(), chain=False, roll=None, name=None,
-                     background=None):
-    """The Executable of the program, compiled now — or with `background` (an executor with
-    `submit`) lowered now (the lowering reads the graph) and compiled on that executor's
-    thread: then a future of (Executable, compile seconds)."""
+                     submit=None):
+    """The Executable of the program, compiled now — or, given `submit` (a function taking
+    the compile job, returning its future), lowered now (the lowering reads the graph) and
+    compiled by that job elsewhere: then a future of (Executable, compile seconds)."""
     perm = _output_order(partners, donate) if partners else None
     lowered_slots = out_slots if perm is None else tuple(out_slots[i] for i in perm)
     guards = ()
@@ -362,8 +362,8 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
         if compile_s > 0.25:     # small programs (eager mode's per-op ones) leave little behind
             _release_compile_memory()
         return exe, compile_s
-    if background is not None:
-        return background.submit(finish)
+    if submit is not None:
+        return submit(finish)
     return finish()[0]
 
 
