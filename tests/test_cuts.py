@@ -160,8 +160,35 @@ def test_dropout_while_generating_buckets_and_equals_the_uncut_graph():
 
     fl.clear_cache()
     got, compiles = run()
-    # first piece, two exact, a bucket up to the crop; the cropped family's exact + bucket
-    assert compiles <= 6, compiles
+    # first piece, one exact, a bucket up to the crop (`tril[:T, :T]` at T == block keeps its
+    # slice: still that family); the cropped family's exact + bucket
+    assert compiles <= 5, compiles
     fl.set_graph_cuts(False)
     want, _ = run()
     assert got == want
+
+
+def test_a_piece_leaves_what_only_the_tape_saved_lazy_and_a_later_backward_recomputes_it():
+    """Generating with autograd on (gpt.py does): each piece outputs the sequence and the live
+    tensors, not every activation the tape saved for a backward that usually never comes;
+    one that does come recomputes them, with the same draws."""
+    def run(cuts):
+        fl.set_graph_cuts(cuts)
+        fl.manual_seed(4)
+        m = TinyLM()
+        fl.sync()
+        fl.clear_cache()
+        idx = fl.zeros((2, 1), dtype=fl.long)
+        for _ in range(10):
+            logits = m(idx[:, -m.block:])[:, -1, :]
+            idx = fl.cat((idx, fl.multinomial(F.softmax(logits.detach(), -1), 1)), 1)
+        outputs = max((e["outputs"] for e in fl.debug.executables()), default=0)
+        logits.sum().backward()
+        return idx.tolist(), [p.grad.numpy() for p in m.parameters()], outputs
+
+    got, grads, outputs = run(True)
+    assert 0 < outputs <= 6, outputs
+    want, want_grads, _ = run(False)
+    assert got == want
+    for g, w in zip(grads, want_grads):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -231,3 +231,15 @@ def test_int_and_tensor_index_mix_matches_torch():
     for k, (g, f, (want, want_set)) in enumerate(zip(gets, sets, wants)):
         assert g.shape == want.shape and np.array_equal(g.numpy(), want), k
         assert np.array_equal(f.numpy(), want_set), k
+
+
+def test_a_written_stop_equal_to_the_size_keeps_its_slice_and_stays_a_view():
+    """`mask[:T, :T]` at T == the mask's size keeps the slice node it has at every other T (a
+    growing T stays one length family); `x[:]` records nothing; both are views."""
+    m = fl.randn(4, 4)
+    assert "slice(" in fl.debug.graph([m[:4, :4]])
+    assert "slice(" not in fl.debug.graph([m[:]])
+    v = m[:4, :4]
+    v[1, 2] = 5.0
+    assert m[1, 2].item() == 5.0
+    np.testing.assert_array_equal(v.numpy(), m.numpy())

@@ -33,7 +33,8 @@ from jax import lax
 from jax.sharding import SingleDeviceSharding
 
 from . import ir
-from .lowering import Executable, _stats, load_arguments, lower_for, scalar_layout
+from .lowering import (Draws, Executable, _stats, draw_groups, load_arguments, lower_for,
+                       scalar_layout)
 from .runtime import rt
 
 # the lazy slice of a padded buffer that a bucketed output stays as: attrs (logical shape,)
@@ -782,11 +783,16 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs, step=False, donate=(), gu
                 raise e
         program.append((op, attrs, shape, in_shapes, rule, ins, j,
                         None if op.multi else dt.np))
+    program = _batch_draws(program, skel, device)
 
     def run(*flat):
         env = load_arguments(len(skel), leaf_pos, scalar_map, flat)
         ctx = _Ctx(S, flat[-1], step, tpl.grows)
-        for op, attrs, shape, in_shapes, rule, ins, j, dt in program:
+        for e in program:
+            if type(e) is Draws:
+                e.run(env)
+                continue
+            op, attrs, shape, in_shapes, rule, ins, j, dt = e
             args = [env[i] for i in ins]
             try:
                 v = op.lower(attrs, *args) if rule is None else \
@@ -818,6 +824,25 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs, step=False, donate=(), gu
                        [getattr(arg_specs[j], "nbytes", 0) for j in donate])
     exe.need_bytes = max(0, exe.stats.get("output_bytes", 0) + exe.stats.get("temp_bytes", 0))
     return exe, time.perf_counter() - t0
+
+
+def _batch_draws(program, skel, device):
+    """The program with its draws of fixed shapes batched (lowering.draw_groups)."""
+    cands = [(e[6], e[0], e[1], e[5][0], e[5][1]) for e in program
+             if e[0].batch is not None and e[4] is None and len(e[5]) == 2 and
+             all(skel[i][0] is ir.DATA or skel[i][0] is ir.SCALAR for i in e[5])]
+    member = draw_groups(cands, getattr(device, "type", None) == "cpu")
+    if not member:
+        return program
+    out, placed = [], set()
+    for e in program:
+        d = member.get(e[6])
+        if d is None:
+            out.append(e)
+        elif id(d) not in placed:
+            placed.add(id(d))
+            out.append(d)
+    return out
 
 
 # ---- arguments and results ----------------------------------------------------------------------

@@ -16,7 +16,10 @@ a cut's family is bucketed from its second graph on, in a bucket of at least
 The results are exactly those of the uncut graph: a piece is an ordinary sync (the same
 random draws: every draw's counter is data), and a bucketed program computes what the exact
 one does.  A sequence that carries autograd history (a decoder's outputs in a training
-forward) is never cut: a training step stays one executable.  `set_graph_cuts(False)` or
+forward) is never cut: a training step stays one executable.  A piece outputs the live
+tensors, not what only the autograd tape saved (generating with autograd on, as gpt.py does,
+made every activation an output): a backward that does come recomputes those, with the same
+draws.  `set_graph_cuts(False)` or
 `FLOWLITE_GRAPH_CUTS=0` turn cutting off.
 """
 from __future__ import annotations

@@ -75,7 +75,10 @@ def live_pending_roots(owners=None, stream=None) -> list:
                 nodes.append(t._node)
                 owners.setdefault(id(t._node), []).append(t)
     pending.clear()
-    nodes.extend(saved_pending_nodes())
+    if not rt.local.growing:
+        # a piece of a growing loop (cuts.py) leaves what only the tape saved lazy: a
+        # backward that never comes would otherwise make every activation an output
+        nodes.extend(saved_pending_nodes())
     if stream is not None and stream.valid:
         # (a valid stream's nodes are unchanged since recorded; its leaves have marks < 0.)
         # Its nodes are told apart by their numbers: a dict of a step's nodes is a large

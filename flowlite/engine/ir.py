@@ -51,10 +51,10 @@ class Prim:
         with one entry per output, None for zero, for multi-output prims)
     """
     __slots__ = ("name", "lower", "vjp", "multi", "nondiff", "inplace", "elementwise", "bucket",
-                 "__weakref__")
+                 "batch", "__weakref__")
 
     def __init__(self, name, lower, vjp=None, multi=False, nondiff=False, inplace=None,
-                 elementwise=False, bucket=None):
+                 elementwise=False, bucket=None, batch=None):
         self.name = name
         self.lower = lower
         self.vjp = vjp
@@ -72,6 +72,11 @@ class Prim:
         # primitive on operands padded along a length (flowlite.buckets); None: no padded
         # form (an elementwise primitive gets buckets' elementwise rule)
         self.bucket = bucket
+        # batch(attrs_list, key, counters) -> values: several nodes of this primitive that
+        # share their first input (a random draw's key) lowered as one computation (lowering
+        # batches a program's draws: one hash and one erf_inv for all of an initialisation's
+        # draws instead of one each, which XLA:CPU compiled for seconds)
+        self.batch = batch
 
     def __repr__(self):
         return f"<prim {self.name}>"

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import operator
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 from jax.sharding import SingleDeviceSharding
 
 from . import fusion, matmul_precision, metrics, reroll
@@ -112,6 +114,8 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
     roll = reroll.reroll_enabled() if roll is None else roll
     outer = reroll.plan(outer, [sig_of[e[3]] for e in outer], types, pinned | set(ext),
                         [e[3] in views for e in outer], roll, joins[0])
+    outer = _batch_draws(outer, order, slot, set(leaf_slots) | {s for s, _, _ in scalar_map},
+                         getattr(device, "type", None) == "cpu")
     inner_plan = None
     if inner:
         entries = [program[k] for k in sorted(inner)]
@@ -223,6 +227,81 @@ def _slot_types(order, leaves, scalars, slot):
     return types
 
 
+# batching saves compile time per draw, not per element: a draw this large lowers alone, and
+# a batch holds at most this many elements (it is one more buffer while the program runs)
+_BATCH_MAX = 1 << 20
+
+
+class Draws:
+    """Program entries of one batchable primitive (Prim.batch: random draws) that share their
+    key, lowered as one computation at the first one's place."""
+    __slots__ = ("batch", "attrs", "key", "counters", "outs", "keep")
+
+    def __init__(self, batch, key, keep):
+        self.batch, self.key, self.keep = batch, key, keep
+        self.attrs, self.counters, self.outs = [], [], []
+
+    def run(self, env):
+        flat = self.batch(self.attrs, env[self.key], [env[c] for c in self.counters])
+        if self.keep:
+            # (XLA:CPU would fuse the whole computation into every draw's slice again)
+            flat = fusion.barrier(flat)
+        at = 0
+        for a, out in zip(self.attrs, self.outs):
+            size = math.prod(a[0])
+            env[out] = lax.slice(flat, (at,), (at + size,)).reshape(a[0]).astype(a[1].np)
+            at += size
+
+
+def draw_groups(cands, on_cpu):
+    """{output slot: its Draws} for the batchable draws among `cands` — (output slot, prim,
+    attrs, key slot, counter slot) in program order, their key and counter loaded before
+    any entry runs — grouped by (prim, key), up to _BATCH_MAX elements a group; a draw
+    larger than that, or alone, is left out."""
+    groups = {}
+    for c in cands:
+        if math.prod(c[2][0]) <= _BATCH_MAX:
+            groups.setdefault((c[1], c[3]), []).append(c)
+    member = {}
+    for (op, k), cs in groups.items():
+        if len(cs) > 1:
+            d, total = None, 0
+            for out, _op, attrs, _k, counter in cs:
+                size = math.prod(attrs[0])
+                if d is None or total + size > _BATCH_MAX:
+                    d, total = Draws(op.batch, k, on_cpu), 0
+                total += size
+                d.attrs.append(attrs)
+                d.counters.append(counter)
+                d.outs.append(out)
+                member[out] = d
+    return member
+
+
+def _batch_draws(entries, order, slot, ready, on_cpu):
+    """`entries` with each group of draw_groups as one Draws entry, at its first draw's place
+    (draws inside a re-rolled run stay where they are)."""
+    top = {e[3] for e in entries if type(e) is tuple}
+    cands = []
+    for n in order:
+        if n.op.batch is not None and len(n.inputs) == 2 and slot[id(n)] in top:
+            k, c = (slot[id(i)] for i in n.inputs)
+            if k in ready and c in ready:
+                cands.append((slot[id(n)], n.op, n.attrs, k, c))
+    member = draw_groups(cands, on_cpu)
+    if not member:
+        return entries
+    out, placed = [], set()
+    for e in entries:
+        d = member.get(e[3]) if type(e) is tuple else None
+        if d is None:
+            out.append(e)
+        elif id(d) not in placed:
+            placed.add(id(d))
+            out.append(d)
+    return out
+
+
 def _run_entries(entries, env, packed=None, joins=(frozenset(), {})):
     """Lower program entries (and re-rolled runs: reroll.Run) in order into `env` (a slot
     list, or a dict for a branch).  packed: (slot -> (pack, position), the packs) of the host
@@ -234,6 +313,9 @@ def _run_entries(entries, env, packed=None, joins=(frozenset(), {})):
     for e in entries:
         if type(e) is reroll.Run:
             reroll.run(e, env, stacks, packed, tiles)
+            continue
+        if type(e) is Draws:
+            e.run(env)
             continue
         if stacks and e[3] in joins:
             reroll.join(e, env, stacks)

@@ -214,10 +214,26 @@ def _rng_bucket(ctx, op, a, shape, ins, vals):
     return op.lower(a, k, n, bits=bits)
 
 
-rng_uniform_p = nondiff("rng_uniform", _uniform, bucket=_rng_bucket)
+def _batched(finish):
+    """Prim.batch of a draw: the bits of every draw hashed as one vector, each element with
+    its own position and draw counter (so the same numbers, bit for bit, as one draw at a
+    time), `finish` applied once to all of them; the lowering cuts the draws out of it."""
+    def batch(attrs, k, ns):
+        sizes = [math.prod(a[0]) for a in attrs]
+        i = jnp.concatenate([lax.iota(jnp.uint32, s) for s in sizes])
+        n = jnp.concatenate([jnp.broadcast_to(c.astype(jnp.uint32), (s,))
+                             for c, s in zip(ns, sizes)])
+        return finish(_bits_at(k, n, i))
+    return batch
 
 
-rng_normal_p = nondiff("rng_normal", _normal, bucket=_rng_bucket)
+rng_uniform_p = nondiff("rng_uniform", _uniform, bucket=_rng_bucket,
+                        batch=_batched(lambda b: _unit(b)))
+
+
+rng_normal_p = nondiff("rng_normal", _normal, bucket=_rng_bucket,
+                       batch=_batched(lambda b: jnp.float32(np.sqrt(2.0)) *
+                                      lax.erf_inv(2.0 * _unit(b, open_interval=True) - 1.0)))
 
 
 rng_randint_p = nondiff("rng_randint", _randint)

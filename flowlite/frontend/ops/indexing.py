@@ -244,6 +244,16 @@ def _basic_plan(shp, spec):
     return (tuple(starts), tuple(stops), tuple(steps)), sliced, tuple(out_shape)
 
 
+def _kept_bounds(plan, key):
+    """`plan`, with its slice kept when it takes the whole tensor but a stop was written
+    (`mask[:T, :T]` at T == the mask's size): the graph keeps the structure it has at every
+    other T, so a growing T stays one length family (buckets.py) through its last size."""
+    if plan[0] is None and plan[1] and any(type(k) is tuple and k[1] is not None for k in key):
+        n = len(plan[1])
+        return ((0,) * n, tuple(plan[1]), (1,) * n), plan[1], plan[2]
+    return plan
+
+
 def _apply_basic_plan(x, plan):
     sl, sliced, out_shape = plan
     dt = x._node.dtype
@@ -343,7 +353,7 @@ def getitem_plan(x, idx, write=False):
         plan = _basic_cache.get(ck)
         if plan is None:
             spec, _, _ = _parse_index(x, idx)
-            plan = _basic_cache[ck] = _basic_plan(x._node.shape, spec)
+            plan = _basic_cache[ck] = _kept_bounds(_basic_plan(x._node.shape, spec), key)
         if plan[0] is not None and _data_window(x, plan):
             return _apply_dynamic_plan(x, plan), plan
         return _apply_basic_plan(x, plan), plan
