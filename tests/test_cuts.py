@@ -47,11 +47,12 @@ def _generate(n, read_each_step=False, seed=3):
     return out, {k: c1[k] - c0[k] for k in ("compiles", "executions", "graph_cuts")}
 
 
-def test_a_500_step_generation_without_a_read_compiles_at_most_3_programs_and_equals_reading_each_step():
+def test_a_500_step_generation_without_a_read_compiles_at_most_5_programs_and_equals_reading_each_step():
     fl.clear_cache()
     out, c = _generate(500)
     assert len(out[0]) == 501
-    assert c["compiles"] <= 3, c
+    # the first piece, one exact, the buckets of 64, 256 and 1024
+    assert c["compiles"] <= 5, c
     assert c["graph_cuts"] == 498
     ref, c_ref = _generate(500, read_each_step=True)
     assert c_ref["graph_cuts"] == 0
@@ -192,3 +193,16 @@ def test_a_piece_leaves_what_only_the_tape_saved_lazy_and_a_later_backward_recom
     assert got == want
     for g, w in zip(grads, want_grads):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_an_index_out_of_range_in_a_piece_raises_at_a_later_cut_or_read():
+    """A piece's checks are read at the next piece or read (the host records ahead while it
+    runs, as a training step's are); the error names the op and the bad index."""
+    emb = nn.Embedding(5, 5)
+    idx = fl.zeros((1, 1), dtype=fl.long)
+    with pytest.raises(IndexError, match="embedding: index 11 is out of bounds"):
+        for i in range(12):
+            logits = emb(idx)[:, -1, :]
+            nxt = fl.multinomial(F.softmax(logits, -1), 1) + (7 if i == 6 else 0)
+            idx = fl.cat((idx, nxt), 1)
+        idx.tolist()

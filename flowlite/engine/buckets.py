@@ -43,8 +43,11 @@ UNPAD = ir.Prim("unpad", lambda a, x: lax.slice(x, (0,) * x.ndim, a[0]), nondiff
 _state = {"on": os.environ.get("FLOWLITE_BUCKETS", "1") not in ("0", "off", "false")}
 _MIN_BUCKET = 16
 # a family cut from a loop that grows without a read (cuts.py) keeps growing: its buckets
-# start here, so a loop of a few hundred steps runs in one program
-GROW_MIN_BUCKET = 512
+# start here and grow 4x at a time (64, 256, 1024: a loop of a few hundred steps runs in two
+# or three programs), small enough that a model run on the whole short context (nanoGPT's
+# first 64 tokens) pays at most 4x its computation in padding — 512 at once cost 8x
+GROW_MIN_BUCKET = 64
+_GROW_FACTOR = 4
 _families: collections.OrderedDict = collections.OrderedDict()
 _MAX_FAMILIES = 64
 _memo: dict = {}            # node signature -> (family signature, its integers)
@@ -252,9 +255,9 @@ def lookup(key, V, grows=False):
 
 
 def bucket_for(s, grows=False):
-    b = GROW_MIN_BUCKET if grows else _MIN_BUCKET
+    b, f = (GROW_MIN_BUCKET, _GROW_FACTOR) if grows else (_MIN_BUCKET, 2)
     while b < s:
-        b *= 2
+        b *= f
     return b
 
 

@@ -73,6 +73,8 @@ def setitem(x, idx, value):
     """`x[idx] = value`: for a basic index, PyTorch copies value into the view x[idx];
     advanced indices put into x.  Into small host data (engine.host_data) a Python number or
     host data is written on the host (views.write_view)."""
+    if _mask_write(x, idx, value):
+        return
     if x._alias.__class__ is not _View and x._node.op is not _DATA:
         _to_host(x)
     out, plan = getitem_plan(x, idx, True)
@@ -104,6 +106,34 @@ def setitem(x, idx, value):
 
 
 _NUMBERS = (int, float, bool, np.number, np.bool_)
+
+
+def _mask_write(x, idx, value) -> bool:
+    """`x[mask] = value` with a pending bool mask over x's leading dimensions and one value (a
+    number or a one-element tensor) recorded as where(mask, value, x): no read of the mask,
+    whose True count only an index_put needs (nanoGPT's top-k while sampling, `logits[logits <
+    v[:, [-1]]] = -float('Inf')`, read every token).  False: the general path."""
+    if not isinstance(idx, Tensor):
+        return False
+    m = idx._node
+    if m.dtype is not D.bool_ or m.op is _DATA or m.op is ir.SCALAR:
+        return False
+    ms, xs = m.shape, x._node.shape
+    if not ms or tuple(ms) != tuple(xs[:len(ms)]):
+        return False
+    if isinstance(value, Tensor):
+        if tuple(value._node.shape) not in ((), (1,)):
+            return False
+        value = to_dtype(value, x._node.dtype).reshape(())
+    elif not isinstance(value, _NUMBERS):
+        return False
+    if len(ms) < len(xs):
+        idx = idx.reshape(tuple(ms) + (1,) * (len(xs) - len(ms)))
+    new = where(idx, value, x)
+    if new._node.dtype is not x._node.dtype:
+        new = to_dtype(new, x._node.dtype)
+    rebind(x, new, "__setitem__")
+    return True
 # a pending tensor written into is given its value as host data first when it has at most
 # this many elements and that value is a few exact steps from data (`torch.zeros(n)`)
 _HOST_ROOT_MAX = 1 << 14
