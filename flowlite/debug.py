@@ -184,9 +184,12 @@ def on_compile(cause, order, leaves, scalars, roots, exe=None):
         text = f"recompile #{n} at {site}: " + "; ".join(changes) + f" ({how} in {secs:.2f}s)"
         _explanations.append(text)
         del _explanations[:-50]
-        if not flags["track_sites"] or _watch.auto_track_until:
+        if (not flags["track_sites"] or _watch.auto_track_until) and \
+                not cause.startswith("graph cut:"):
             # record source lines for a while, so the next explanation can name them; the
             # tracking (~1 µs per op) switches itself off after 50 executions without a compile
+            # (not for a cut loop's pieces: their few programs are expected, and tracking
+            # cost a generation ~10 µs an op)
             if not flags["track_sites"]:
                 track_sites(True)
             _watch.auto_track_until = metrics._C["executions"] + 50

@@ -200,7 +200,7 @@ def test_an_index_out_of_range_in_a_piece_raises_at_a_later_cut_or_read():
     runs, as a training step's are); the error names the op and the bad index."""
     emb = nn.Embedding(5, 5)
     idx = fl.zeros((1, 1), dtype=fl.long)
-    with pytest.raises(IndexError, match="embedding: index 11 is out of bounds"):
+    with pytest.raises(IndexError, match=r"embedding: index \d+ is out of bounds .*size 5"):
         for i in range(12):
             logits = emb(idx)[:, -1, :]
             nxt = fl.multinomial(F.softmax(logits, -1), 1) + (7 if i == 6 else 0)
