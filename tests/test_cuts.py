@@ -206,3 +206,20 @@ def test_an_index_out_of_range_in_a_piece_raises_at_a_later_cut_or_read():
             nxt = fl.multinomial(F.softmax(logits, -1), 1) + (7 if i == 6 else 0)
             idx = fl.cat((idx, nxt), 1)
         idx.tolist()
+
+
+def test_a_family_that_only_carries_the_sequence_takes_one_large_bucket():
+    """After the crop the model sees a fixed window and only the carried sequence grows: its
+    padding costs nothing, so 300 tokens run in one bucket of 512 (a family whose model sees
+    the whole context takes buckets of 64, 256, 1024)."""
+    from flowlite.engine import metrics
+    fl.manual_seed(1)
+    m = TinyLM()
+    fl.sync()
+    fl.clear_cache()
+    n0 = len(metrics._compile_log)
+    out = m.generate(fl.zeros((2, 1), dtype=fl.long), 300).tolist()
+    assert len(out[0]) == 301
+    buckets = [e[0].split("up to ")[1].rstrip("]") for e in metrics._compile_log[n0:]
+               if "length bucket" in e[0]]
+    assert buckets == ["12", "512"], buckets
