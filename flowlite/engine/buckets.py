@@ -43,13 +43,15 @@ UNPAD = ir.Prim("unpad", lambda a, x: lax.slice(x, (0,) * x.ndim, a[0]), nondiff
 _state = {"on": os.environ.get("FLOWLITE_BUCKETS", "1") not in ("0", "off", "false")}
 _MIN_BUCKET = 16
 # a family cut from a loop that grows without a read (cuts.py) keeps growing, so its buckets
-# are few and large.  Where the growing length reaches floating-point work (a model run on
-# the whole context) they start at 64 and grow 4x (64, 256, 1024: nanoGPT's first 64 tokens
-# pay at most 4x their computation in padding — 512 at once cost 8x); where it only carries
-# the sequence (the model sees a fixed crop) the padding costs nothing: 512, 1024, ...
-GROW_MIN_BUCKET = 64
-_GROW_FACTOR = 4
-_CARRY_MIN_BUCKET = 512
+# are few and large: 512, 1024, ... (bigram's 500 tokens: one bucket).  Where the growing
+# length reaches a contraction (nanoGPT's model run on its whole context before the crop)
+# padding multiplies real work, so they start at 64 and grow 4x (64, 256, 1024: the first 64
+# tokens pay at most 4x their computation — 512 at once cost 8x, doubling sample.py's
+# device time)
+GROW_MIN_BUCKET = 512
+_CONTRACTED_MIN_BUCKET = 64
+_CONTRACTED_FACTOR = 4
+_CONTRACTIONS = frozenset(("linear", "matmul", "einsum", "conv", "scan"))
 _families: collections.OrderedDict = collections.OrderedDict()
 _MAX_FAMILIES = 64
 _memo: dict = {}            # node signature -> (family signature, its integers)
@@ -185,7 +187,7 @@ class _Family:
 
 class _Template:
     """The family's integers as K*s + C, s being the integer at position `ref` (K[ref] == 1)."""
-    __slots__ = ("K", "C", "ref", "exes", "bad", "skeleton", "grows", "carry_only")
+    __slots__ = ("K", "C", "ref", "exes", "bad", "skeleton", "grows", "contracted")
 
     def __init__(self, K, C, ref):
         self.K, self.C, self.ref = K, C, ref
@@ -193,7 +195,7 @@ class _Template:
         self.bad = False
         self.skeleton = None
         self.grows = False      # a loop cut into pieces (cuts.py): larger buckets
-        self.carry_only = None  # (grows) whether only the carried sequence is padded
+        self.contracted = None  # (grows) whether a contraction works on a padded size
 
     def match(self, V):
         s = int(V[self.ref])
@@ -257,21 +259,21 @@ def lookup(key, V, grows=False):
     return found
 
 
-def bucket_for(s, grows=False, carry_only=False):
-    b, f = ((_CARRY_MIN_BUCKET, 2) if carry_only else (GROW_MIN_BUCKET, _GROW_FACTOR)) \
+def bucket_for(s, grows=False, contracted=False):
+    b, f = ((_CONTRACTED_MIN_BUCKET, _CONTRACTED_FACTOR) if contracted else (GROW_MIN_BUCKET, 2)) \
         if grows else (_MIN_BUCKET, 2)
     while b < s:
         b *= f
     return b
 
 
-def _carry_only(skel):
-    """Whether no floating-point value of the program has a size that follows the length."""
-    for op, _a, shape, dt, _i in skel:
-        if op is not ir.DATA and op is not ir.SCALAR and _syms(shape) and \
-                getattr(dt, "kind", "f") in "fc":
-            return False
-    return True
+def _contracted(skel):
+    """Whether a contraction (a matmul, a convolution, a recurrence) of the program works on a
+    size that follows the length."""
+    for op, _a, shape, _d, ins in skel:
+        if op.name in _CONTRACTIONS and (_syms(shape) or any(_syms(skel[i][2]) for i in ins)):
+            return True
+    return False
 
 
 # ---- the padded program -----------------------------------------------------------------------
@@ -703,9 +705,9 @@ def prepare(tpl, s, nodes, outs, chk, device, step=False, donate=(), guards=()):
     if tpl.skeleton is None:
         tpl.skeleton = _skeleton(tpl, nodes)
     skel = tpl.skeleton
-    if tpl.grows and tpl.carry_only is None:
-        tpl.carry_only = _carry_only(skel)
-    S = bucket_for(s, tpl.grows, tpl.carry_only)
+    if tpl.grows and tpl.contracted is None:
+        tpl.contracted = _contracted(skel)
+    S = bucket_for(s, tpl.grows, tpl.contracted)
     compile_s = None
     for _ in range(3):
         got = tpl.exes.get((S, donate, guards))
