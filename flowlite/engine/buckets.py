@@ -34,7 +34,7 @@ from jax.sharding import SingleDeviceSharding
 
 from . import ir
 from .lowering import (Draws, Executable, _stats, draw_groups, load_arguments, lower_for,
-                       scalar_layout)
+                       place_draws, scalar_layout)
 from .runtime import rt
 
 # the lazy slice of a padded buffer that a bucketed output stays as: attrs (logical shape,)
@@ -851,18 +851,8 @@ def _batch_draws(program, skel, device):
     cands = [(e[6], e[0], e[1], e[5][0], e[5][1]) for e in program
              if e[0].batch is not None and e[4] is None and len(e[5]) == 2 and
              all(skel[i][0] is ir.DATA or skel[i][0] is ir.SCALAR for i in e[5])]
-    member = draw_groups(cands, getattr(device, "type", None) == "cpu")
-    if not member:
-        return program
-    out, placed = [], set()
-    for e in program:
-        d = member.get(e[6])
-        if d is None:
-            out.append(e)
-        elif id(d) not in placed:
-            placed.add(id(d))
-            out.append(d)
-    return out
+    return place_draws(program, draw_groups(cands, getattr(device, "type", None) == "cpu"),
+                       lambda e: e[6])
 
 
 # ---- arguments and results ----------------------------------------------------------------------

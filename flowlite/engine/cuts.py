@@ -11,7 +11,7 @@ a previous cut carried — everything pending is dispatched (asynchronously, lik
 the new sequence becomes the carry.  Every piece after the first has one structure with one
 length growing, so the length buckets (buckets.py) run them all with one program per bucket;
 a cut's family is bucketed from its second graph on, in few large buckets (buckets.bucket_for),
-so a whole loop of a few hundred steps compiles about five programs.
+so a whole loop of a few hundred steps compiles about three programs.
 
 The results are exactly those of the uncut graph: a piece is an ordinary sync (the same
 random draws: every draw's counter is data), and a bucketed program computes what the exact

@@ -288,12 +288,18 @@ def _batch_draws(entries, order, slot, ready, on_cpu):
             k, c = (slot[id(i)] for i in n.inputs)
             if k in ready and c in ready:
                 cands.append((slot[id(n)], n.op, n.attrs, k, c))
-    member = draw_groups(cands, on_cpu)
+    return place_draws(entries, draw_groups(cands, on_cpu),
+                       lambda e: e[3] if type(e) is tuple else None)
+
+
+def place_draws(entries, member, out_slot):
+    """`entries` with each entry whose output slot (`out_slot(entry)`) is a member of a Draws
+    group replaced by that group, once, at its first member's place."""
     if not member:
         return entries
     out, placed = [], set()
     for e in entries:
-        d = member.get(e[3]) if type(e) is tuple else None
+        d = member.get(out_slot(e))
         if d is None:
             out.append(e)
         elif id(d) not in placed:
