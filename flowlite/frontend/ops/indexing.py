@@ -390,7 +390,6 @@ def _host_getitem(x, idx, write=False):
     key = []
     ell = False
     known = False           # (offsets read from tensors / numpy: a new window every call)
-    ints = False            # (Python ints: a recorded slice, unless read from the host)
     for it in items:
         t = it.__class__
         if t is slice:
@@ -400,13 +399,8 @@ def _host_getitem(x, idx, write=False):
                     c is not None and c.__class__ is not int):
                 a, b, c = _bound(a), _bound(b), _bound(c)
                 known = True
-            elif a is not None or b is not None or c is not None:
-                ints = True
             key.append((a, b, c))
-        elif t is int:
-            key.append(it)
-            ints = True
-        elif it is None:
+        elif t is int or it is None:
             key.append(it)
         elif it is Ellipsis:
             key.append(it)
@@ -425,9 +419,7 @@ def _host_getitem(x, idx, write=False):
             known = True
         else:
             return None
-    # (an index of None, ... and whole slices only — `x[None, ...]` of a prompt — has no
-    # integer a program family could share: taken on the host, like an offset read there)
-    if not (known or write or not ints) or rt.observers or rt.local.tracing_body:
+    if not (known or write) or rt.observers or rt.local.tracing_body:
         return None
     n = x._node
     arr = host_value(n)
@@ -439,8 +431,8 @@ def _host_getitem(x, idx, write=False):
     if plan is None:
         spec, _, _ = _parse_index(x, np_idx)
         plan = _basic_plan(n.shape, spec)
-        if not known:               # (constant indices: `losses[k] = ...`, `x[None]`)
-            plan = _basic_cache[(n.shape, key)] = _kept_bounds(plan, key)
+        if not known:               # (constant indices: `losses[k] = ...`)
+            _basic_cache[(n.shape, key)] = plan
     if plan[0] is None and plan[1] == plan[2]:
         return x, plan            # all of x: views.getitem aliases it
     v = arr[np_idx if ell else np_idx + (Ellipsis,)]    # (an array even for x[i] of 1-d x)
