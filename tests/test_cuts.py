@@ -253,3 +253,18 @@ def test_a_family_whose_matmul_sees_the_whole_context_takes_buckets_of_64_and_25
     buckets = [e[0].split("up to ")[1].rstrip("]") for e in metrics._compile_log[n0:]
                if "length bucket" in e[0]]
     assert buckets == ["64", "256"], buckets
+
+
+def test_the_loop_s_first_two_steps_run_as_pieces_of_one_step():
+    """The cut that finds the loop (its third `cat`) first runs the two steps before it as
+    the pieces a cut at their `cat` would have run: no program holds three steps, and the
+    steps equal the loop read step by step."""
+    from flowlite.engine import metrics
+    fl.clear_cache()
+    n0 = len(metrics._compile_log)
+    out, c = _generate(30, seed=9)
+    sizes = [e[1] for e in metrics._compile_log[n0:] if e[0].startswith("graph cut")]
+    assert sizes and max(sizes) <= min(sizes) + 3, sizes
+    assert c["executions"] == 30 and c["graph_cuts"] == 28
+    ref, _ = _generate(30, read_each_step=True, seed=9)
+    assert out == ref

@@ -8,8 +8,9 @@ shapes grow every step: one huge program, compiled once for that one run (bigram
 tokens: ~55 s of compiles).  Here such a loop runs one piece per step instead: when `cat`
 extends a sequence that is itself a pending `cat` along the same dimension — or the sequence
 a previous cut carried — everything pending is dispatched (asynchronously, like any sync) and
-the new sequence becomes the carry.  Every piece after the first has one structure with one
-length growing, so the length buckets (buckets.py) run them all with one program per bucket;
+the new sequence becomes the carry.  The two steps before that cut run first as pieces of
+their own (note_cat noted what a cut at their `cat` would have run), so every piece is one
+step and has one structure with one length growing, so the length buckets (buckets.py) run them all with one program per bucket;
 a cut's family is bucketed from its second graph on, in few large buckets (buckets.bucket_for),
 so a whole loop of a few hundred steps compiles about three programs.
 
@@ -31,13 +32,31 @@ from . import executor, metrics
 from .runtime import rt
 
 _state = {"on": os.environ.get("FLOWLITE_GRAPH_CUTS", "1") not in ("0", "off", "false"),
-          "carry": None}     # weakref to the sequence node the last cut carried
+          "carry": None,     # weakref to the sequence node the last cut carried
+          "marks": []}       # the last two note_cat records: (cat node ref, roots, checks)
 
 
 def set_graph_cuts(on: bool) -> None:
     """Turn the cutting of growing graphs on or off (FLOWLITE_GRAPH_CUTS=0 starts off)."""
     _state["on"] = bool(on)
     _state["carry"] = None
+    _state["marks"] = []
+
+
+def note_cat(node, nodes, dim) -> None:
+    """A `cat` of integers (token ids) that may be a growing loop's first or second step: what
+    a cut there would run (the live pending work, the checks so far) is noted, so that the
+    cut that finds the loop at its third step runs the first two as the pieces they would
+    have been — the same graphs as every later piece: the length family forms from the
+    start instead of after a piece of three steps and an exact one."""
+    if node.dtype.kind not in "iu" or len(nodes) != 2 or rt.observers or \
+            rt.local.tracing_body:
+        return
+    local = rt.local
+    roots = [t._node for r in local.pending if (t := r()) is not None]
+    marks = _state["marks"]
+    marks.append((weakref.ref(node), roots, len(local.checks), metrics._C["syncs"]))
+    del marks[:-2]
 
 
 def graph_cuts_enabled() -> bool:
@@ -73,6 +92,25 @@ def cut(node, what: str) -> None:
     metrics.note_cut(site, what)
     local.growing = True
     try:
+        _first_steps(node, what, site)
         executor.sync(f"graph cut: {what} at {site}", defer_checks=True)
     finally:
         local.growing = False
+
+
+def _first_steps(node, what, site):
+    """At the cut that found the loop (a chain of three `cat`s, no carry yet), run the chain's
+    first two steps as their own pieces, from note_cat's records."""
+    marks, _state["marks"] = _state["marks"], []
+    inner = [i for i in node.inputs if i.op is node.op and i.attrs == node.attrs]
+    # (both records still describe the pending work: no sync since the first)
+    if len(inner) != 1 or len(marks) != 2 or marks[0][3] != metrics._C["syncs"]:
+        return
+    second = inner[0]
+    first = [i for i in second.inputs if i.op is node.op and i.attrs == node.attrs]
+    if len(first) != 1 or marks[0][0]() is not first[0] or marks[1][0]() is not second:
+        return
+    done = 0
+    for _ref, roots, n_checks, _syncs in marks:
+        executor.sync_part(f"graph cut: {what} at {site}", roots, n_checks - done, True)
+        done = n_checks

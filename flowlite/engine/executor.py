@@ -259,6 +259,32 @@ def _sync_read(cause, node):
         raise _again(node.value)
 
 
+def sync_part(cause, roots, n_checks, defer=False) -> None:
+    """Run `roots` (pending nodes, in this order) and the first `n_checks` pending checks,
+    leaving the rest pending: the pieces a growing loop's first cut splits its graph into
+    (cuts.py), each as the cut at its `cat` would have run it."""
+    with rt.lock:
+        if clock.on and clock.cur != "sync":
+            return phases.timed_sync(_sync_part, cause, roots, n_checks, defer)
+        _sync_part(cause, roots, n_checks, defer)
+
+
+def _sync_part(cause, roots, n_checks, defer):
+    local = rt.local
+    if local.unverified is not None and not defer:
+        _verify_deferred()
+    roots = [n for n in dict.fromkeys(roots) if _is_pending(n)]
+    run_checks = local.checks[:n_checks]
+    local.checks = local.checks[n_checks:]
+    metrics.note_sync(cause)
+    if roots or run_checks:
+        # (the graph key recorded with the ops names more than runs now)
+        local.stream.valid = False
+        _dispatch(roots, run_checks, cause, None, defer)
+    local.undo[:] = [u for u in local.undo if (t := u[0]()) is not None and
+                     _is_pending(t._node)]
+
+
 def verify_pending() -> None:
     """Raise (after rolling it back) the failure of this thread's last deferred execution,
     if it had one; a no-op otherwise.  Every host read and every sync calls it first."""

@@ -18,7 +18,7 @@ from jax import lax
 from ...engine.errors import ArgumentError, IndexRangeError
 from ...engine import buckets as B, layout
 from ...engine.host_data import HostNode, host_array, host_node, on_host
-from ...engine.cuts import _state as _cuts, cut, extends_sequence
+from ...engine.cuts import _state as _cuts, cut, extends_sequence, note_cat
 from ...engine.runtime import rt
 from ..tensor import _norm_dim, apply, Tensor
 from ._core import _promote, _shape_arg, as_tensor, broadcast_to, prim, reshape_p, to_dtype
@@ -516,8 +516,11 @@ def cat(tensors, dim=0):
     total = builtins.sum(t._node.shape[d] for t in tensors)
     shape = ref[:d] + (total,) + ref[d + 1:]
     out = apply(concatenate_p, tuple(tensors), (d,), shape, dt)
-    if _cuts["on"] and out._edge is None and extends_sequence(nodes, concatenate_p, d):
-        cut(out._node, "a sequence grown by cat")    # a loop that grows without a read
+    if _cuts["on"] and out._edge is None:
+        if extends_sequence(nodes, concatenate_p, d):
+            cut(out._node, "a sequence grown by cat")    # a loop that grows without a read
+        else:
+            note_cat(out._node, nodes, d)
     return out
 
 
