@@ -53,7 +53,8 @@ def note_cat(node, nodes, dim) -> None:
             rt.local.tracing_body:
         return
     local = rt.local
-    roots = [t._node for r in local.pending if (t := r()) is not None]
+    # (weak: a record must not keep a graph, or the buffers it computed, alive)
+    roots = [weakref.ref(t._node) for r in local.pending if (t := r()) is not None]
     marks = _state["marks"]
     marks.append((weakref.ref(node), roots, len(local.checks), metrics._C["syncs"]))
     del marks[:-2]
@@ -112,5 +113,6 @@ def _first_steps(node, what, site):
         return
     done = 0
     for _ref, roots, n_checks, _syncs in marks:
+        roots = [n for r in roots if (n := r()) is not None]
         executor.sync_part(f"graph cut: {what} at {site}", roots, n_checks - done, True)
         done = n_checks
