@@ -43,6 +43,12 @@ def set_graph_cuts(on: bool) -> None:
     _state["marks"] = []
 
 
+# note_cat records a `cat` that appends at most this many elements along its dimension (a
+# step's new tokens) while at most this much is pending (the record costs a reference each)
+_STEP_MAX = 8
+_PENDING_MAX = 8192
+
+
 def note_cat(node, nodes, dim) -> None:
     """A `cat` of integers (token ids) that may be a growing loop's first or second step: what
     a cut there would run (the live pending work, the checks so far) is noted, so that the
@@ -50,9 +56,11 @@ def note_cat(node, nodes, dim) -> None:
     have been — the same graphs as every later piece: the length family forms from the
     start instead of after a piece of three steps and an exact one."""
     if node.dtype.kind not in "iu" or len(nodes) != 2 or rt.observers or \
-            rt.local.tracing_body:
+            rt.local.tracing_body or min(n.shape[dim] for n in nodes) > _STEP_MAX:
         return
     local = rt.local
+    if len(local.pending) > _PENDING_MAX:
+        return
     # (weak: a record must not keep a graph, or the buffers it computed, alive)
     roots = [weakref.ref(t._node) for r in local.pending if (t := r()) is not None]
     marks = _state["marks"]
