@@ -33,7 +33,7 @@ from .runtime import rt
 
 _state = {"on": os.environ.get("FLOWLITE_GRAPH_CUTS", "1") not in ("0", "off", "false"),
           "carry": None,     # weakref to the sequence node the last cut carried
-          "marks": []}       # the last two note_cat records: (cat node ref, roots, checks)
+          "marks": []}       # the last two note_cat records (cat node, roots, checks, syncs)
 
 
 def set_graph_cuts(on: bool) -> None:
