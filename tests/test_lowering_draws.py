@@ -8,32 +8,21 @@ import pytest
 import flowlite as fl
 
 
-def _draws():
-    return [fl.randn(3, 5), fl.rand(7), fl.randn(11, dtype=fl.float64), fl.rand(4, 4),
-            fl.randn(1), fl.randn(2, 3, dtype=fl.bfloat16), fl.rand(6, dtype=fl.float16)]
+_MAKERS = [lambda: fl.randn(3, 5), lambda: fl.rand(7), lambda: fl.randn(11, dtype=fl.float64),
+           lambda: fl.rand(4, 4), lambda: fl.randn(1), lambda: fl.randn(2, 3, dtype=fl.bfloat16),
+           lambda: fl.rand(6, dtype=fl.float16)]
 
 
 def test_draws_in_one_program_equal_each_drawn_alone(x64):
     fl.manual_seed(7)
-    together = _draws()
+    together = [make() for make in _MAKERS]
     fl.sync()
     got = [t.float().numpy() for t in together]
     fl.manual_seed(7)
-    alone = []
-    for make in range(len(got)):
-        t = _draws_one(make)
-        alone.append(t.float().numpy())     # read now: each draw is its own program
+    alone = [make().float().numpy() for make in _MAKERS]    # read now: one program each
     for g, a in zip(got, alone):
         assert g.shape == a.shape
         np.testing.assert_array_equal(g, a)
-
-
-def _draws_one(j):
-    makers = [lambda: fl.randn(3, 5), lambda: fl.rand(7),
-              lambda: fl.randn(11, dtype=fl.float64), lambda: fl.rand(4, 4),
-              lambda: fl.randn(1), lambda: fl.randn(2, 3, dtype=fl.bfloat16),
-              lambda: fl.rand(6, dtype=fl.float16)]
-    return makers[j]()
 
 
 def test_an_initialisation_lowers_one_erf_inv_for_all_its_normal_draws():
@@ -46,7 +35,8 @@ def test_an_initialisation_lowers_one_erf_inv_for_all_its_normal_draws():
     assert text.count("erf_inv") == 1
 
 
-@pytest.mark.parametrize("size,batches", [((1 << 20) - 5, 1), ((1 << 20) - 4, 2), ((1 << 20) + 1, 2)])
+@pytest.mark.parametrize("size,batches",
+                         [((1 << 20) - 5, 1), ((1 << 20) - 4, 2), ((1 << 20) + 1, 2)])
 def test_a_batch_holds_at_most_2_to_the_20_elements_and_the_numbers_stay(size, batches):
     fl.manual_seed(3)
     big, small = fl.randn(size), fl.randn(5)
