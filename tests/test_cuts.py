@@ -207,6 +207,50 @@ def test_an_index_out_of_range_in_a_piece_raises_at_a_later_cut_or_read():
         idx.tolist()
 
 
+def test_a_bucketed_piece_s_bad_index_raises_at_the_next_piece_and_earlier_pieces_stand():
+    """Bucketed pieces read their checks at the next piece too (the device runs piece t while
+    the host records t+1): the error names the op; what earlier pieces computed stands, and
+    what the failed piece and the pieces recorded after it computed raises the same error."""
+    from flowlite.engine import metrics
+    fl.manual_seed(2)
+    emb = nn.Embedding(5, 5)
+    idx = fl.zeros((1, 1), dtype=fl.long)
+    kept = None
+    n0 = len(metrics._compile_log)
+    with pytest.raises(IndexError, match=r"embedding: index \d+ is out of bounds .*size 5"):
+        for i in range(60):
+            logits = emb(idx)[:, -1, :]
+            nxt = fl.multinomial(F.softmax(logits, -1), 1) + (7 if i == 40 else 0)
+            idx = fl.cat((idx, nxt), 1)
+            if i == 30:
+                kept = idx
+        idx.tolist()
+    assert any("length bucket" in e[0] for e in metrics._compile_log[n0:])
+    before = kept.tolist()[0]
+    assert len(before) == 32 and all(0 <= t < 5 for t in before)
+    with pytest.raises(IndexError, match="embedding"):
+        idx.tolist()
+
+
+def test_a_bucketed_piece_leaves_its_checks_unread_until_the_next_piece():
+    """The host does not wait for a bucketed piece's program: its check flags stay unread
+    (the device runs it while the host records the next piece)."""
+    from flowlite.engine import metrics
+    from flowlite.engine.runtime import rt
+    emb = nn.Embedding(5, 5)
+    idx = fl.zeros((1, 1), dtype=fl.long)
+    n0 = len(metrics._compile_log)
+    unread = []
+    for i in range(40):
+        logits = emb(idx)[:, -1, :]
+        idx = fl.cat((idx, fl.multinomial(F.softmax(logits, -1), 1)), 1)
+        unread.append(rt.local.unverified is not None)
+    assert any("length bucket" in e[0] for e in metrics._compile_log[n0:])
+    assert all(unread[-10:])
+    assert len(idx.tolist()[0]) == 41
+    assert rt.local.unverified is None
+
+
 def test_a_family_whose_contractions_see_a_fixed_window_takes_one_large_bucket():
     """After the crop the model sees a fixed window and only the carried sequence grows: its
     padding costs nothing, so 300 tokens run in one bucket of 512."""

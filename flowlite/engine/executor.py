@@ -454,7 +454,8 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
         st = _cache.get(key)
         if st is None and buckets._state["on"] and device.type != "mesh" and \
                 not observers and not rt.flags["eager"] and \
-                _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, key):
+                _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, key,
+                              defer):
             return
         if st is None:
             st = _cache[key] = _Structure(order, leaves, roots, checks)
@@ -742,10 +743,13 @@ def _bucket_plan(tpl, nodes, key, roots, leaves, st):
     return tpl, step, pairs
 
 
-def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exact_key):
+def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exact_key,
+                  defer=False):
     """Run the graph with the executable of its length family's bucket (buckets.py), compiling
     that once per bucket; False when the graph is not (yet) one of a family, or a primitive
-    of it has no padding rule: the caller compiles it exactly."""
+    of it has no padding rule: the caller compiles it exactly.  `defer`: its checks are read
+    at the next sync (a cut piece's: the host records the next piece meanwhile) unless
+    it updates tensors in place under guard (a step: those are read now)."""
     seen = _families_seen.get(exact_key)
     if seen is None:
         # which leaves are updated in place (and may give their buffers: counted before
@@ -807,7 +811,15 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exac
     failed = None
     if checks:
         exe.check_infos = infos = [c.check for c in checks]
-        failed = _failures(outs[-1], infos, st.masks)
+        if defer and not exe.guarded:
+            local = rt.local
+            rec = _Unverified(outs, infos, st, roots, local.undo, False, device)
+            if local.unverified is None:
+                local.unverified = [rec]
+            else:
+                local.unverified.append(rec)
+        else:
+            failed = _failures(outs[-1], infos, st.masks)
     if exe.donate:
         metrics._C["donated_buffers"] += len(exe.donate)
     if failed is not None:
