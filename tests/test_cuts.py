@@ -251,6 +251,31 @@ def test_a_bucketed_piece_leaves_its_checks_unread_until_the_next_piece():
     assert rt.local.unverified is None
 
 
+def test_a_loop_started_from_a_view_of_host_data_compiles_its_first_piece_as_a_family_member():
+    """nanoGPT's sample.py starts from `torch.tensor(ids)[None, ...]`: that view of host data
+    becomes the first piece's data leaf, as the carried sequence is in every later piece, so
+    the first piece is the family's length-1 member (2 programs, not 3), values unchanged."""
+    from flowlite.engine import metrics
+    fl.manual_seed(0)
+    emb = nn.Embedding(7, 7)
+    fl.sync()
+
+    def gen(n):
+        idx = fl.tensor([3], dtype=fl.long)[None, ...]
+        for _ in range(n):
+            logits = emb(idx).sum(1)
+            idx = fl.cat((idx, fl.multinomial(F.softmax(logits, -1), 1)), 1)
+        return idx.tolist()
+
+    fl.manual_seed(5)
+    n0 = len(metrics._compile_log)
+    cut = gen(30)
+    assert len(metrics._compile_log) - n0 == 2, [e[0] for e in metrics._compile_log[n0:]]
+    fl.set_graph_cuts(False)
+    fl.manual_seed(5)
+    assert gen(30) == cut
+
+
 def test_a_family_whose_contractions_see_a_fixed_window_takes_one_large_bucket():
     """After the crop the model sees a fixed window and only the carried sequence grows: its
     padding costs nothing, so 300 tokens run in one bucket of 512."""

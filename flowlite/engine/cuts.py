@@ -1,6 +1,6 @@
 """Graphs that grow without a read run in pieces: a sequence grown by `cat` in a loop.
 
-Layer: engine — imports executor, metrics, runtime.
+Layer: engine — imports executor, graph_key, host_data, ir, metrics, runtime.
 
 A generation loop — `logits = model(idx)`, a draw, `idx = torch.cat((idx, idx_next), 1)` —
 that reads nothing until the end would record every step into one pending graph whose
@@ -28,7 +28,13 @@ from __future__ import annotations
 import os
 import weakref
 
-from . import executor, metrics
+import math
+
+import jax
+import numpy as np
+
+from . import executor, host_data, ir, metrics
+from .graph_key import forget
 from .runtime import rt
 
 _state = {"on": os.environ.get("FLOWLITE_GRAPH_CUTS", "1") not in ("0", "off", "false"),
@@ -122,5 +128,36 @@ def _first_steps(node, what, site):
     done = 0
     for _ref, roots, n_checks, _syncs in marks:
         roots = [n for r in roots if (n := r()) is not None]
+        if not done:
+            _settle_host_views(roots)
         executor.sync_part(f"graph cut: {what} at {site}", roots, n_checks - done, True)
         done = n_checks
+
+
+# a view of host data this small becomes a data leaf of the loop's first piece
+_SETTLE_MAX = 1 << 16
+
+
+def _settle_host_views(roots):
+    """The first piece's views of host data (`torch.tensor(ids)[None, ...]`, the start of a
+    generation) become data leaves, as every later piece's sequence is a leaf: the first
+    piece then has the family's structure (its length-1 member) instead of one of its own,
+    and compiles no program of its own."""
+    stream = rt.local.stream
+    seen = set()
+    todo = list(roots)
+    while todo:
+        n = todo.pop()
+        if id(n) in seen or n.op is ir.DATA or n.op is ir.SCALAR:
+            continue
+        seen.add(id(n))
+        v = None
+        if type(n.shape) is tuple and math.prod(n.shape) <= _SETTLE_MAX:
+            v = host_data.host_value(n)
+        if v is None:
+            todo.extend(n.inputs)
+            continue
+        forget(n, stream)
+        n.op, n.inputs, n.attrs = ir.DATA, (), ()
+        n.value = jax.device_put(np.array(v, copy=True), n.device.jax_device)
+        n.sig = ir.intern_sig((ir.DATA, (), n.shape, n.dtype, 0))
