@@ -252,6 +252,42 @@ NUMPY_GLOBALS = [np._core.multiarray._reconstruct, np.ndarray, np.dtype,
                  np.dtypes.Float64DType]
 
 
+class Trusted:
+    """A plain class a trusted torch.save file may hold (weights_only=False loads it)."""
+
+    def __init__(self, a):
+        self.a = a
+
+
+def test_torch_save_of_numpy_and_objects_loads_with_weights_only_false_as_in_pytorch(tmp_path):
+    data = np.sin(np.arange(12.0)).reshape(3, 4)
+    torch.save({"data": data, "obj": Trusted([1, 2]), "w": torch.arange(3.0)}, tmp_path / "o.pt")
+    want = torch.load(tmp_path / "o.pt", weights_only=False)
+    got = fl.load(tmp_path / "o.pt", weights_only=False)
+    np.testing.assert_array_equal(got["data"], want["data"])
+    assert type(got["obj"]) is Trusted and got["obj"].a == [1, 2]
+    np.testing.assert_array_equal(got["w"].numpy(), want["w"].numpy())
+
+
+def test_torch_s_load_environment_variables_set_weights_only_as_in_pytorch(tmp_path,
+                                                                         monkeypatch):
+    # pytorch/examples' time_sequence_prediction is run with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1
+    data = np.arange(6.0).reshape(2, 3)
+    torch.save(data, tmp_path / "d.pt")
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    np.testing.assert_array_equal(fl.load(tmp_path / "d.pt"), torch.load(tmp_path / "d.pt"))
+    with pytest.raises(pickle.UnpicklingError):       # an explicit True stays True
+        torch.load(tmp_path / "d.pt", weights_only=True)
+    with pytest.raises(ValueError, match="refusing to load the global"):
+        fl.load(tmp_path / "d.pt", weights_only=True)
+    monkeypatch.delenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+    monkeypatch.setenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(pickle.UnpicklingError):       # forced: even an explicit False
+        torch.load(tmp_path / "d.pt", weights_only=False)
+    with pytest.raises(ValueError, match="refusing to load the global"):
+        fl.load(tmp_path / "d.pt", weights_only=False)
+
+
 def test_torch_save_of_numpy_needs_the_allowlist_as_in_pytorch(tmp_path):
     # pytorch/examples' time_sequence_prediction torch.save's a numpy array; torch 2.13's
     # weights-only load refuses it unless its globals are allowlisted, and so does flowlite

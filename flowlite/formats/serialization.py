@@ -519,7 +519,10 @@ def load(path, map_location=None, weights_only=None, mmap=None, **pickle_load_ar
     """Load a checkpoint from `path` (or a readable binary file): flowlite's own format,
     safetensors (from PyTorch, Hugging Face, ... or `flowlite.save`), or a PyTorch
     `torch.save` file of tensors / state_dicts (read without torch, and without running
-    code from the file — like `torch.load(weights_only=True)`, whatever `weights_only` says).
+    code from the file — like `torch.load(weights_only=True)`).  `weights_only=False` (or,
+    as for torch.load, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 when weights_only is not passed;
+    TORCH_FORCE_WEIGHTS_ONLY_LOAD=1 forces the safe load) loads any global a trusted pickle
+    names, as torch.load does then.
 
     `map_location`: a device (or anything `flowlite.device` accepts) to put the tensors
     on, or for torch files a dict mapping saved locations ("cuda:0") to devices; default:
@@ -541,8 +544,10 @@ def load(path, map_location=None, weights_only=None, mmap=None, **pickle_load_ar
             data = f.read()
     data = memoryview(data).cast("B")
     name = str(name)
+    weights_only = _forced_weights_only(weights_only)
     if _torch_checkpoint.is_torch_file(data):
-        return _torch_checkpoint.load(name, data, map_location, _allowlisted())
+        return _torch_checkpoint.load(name, data, map_location, _allowlisted(),
+                                      trusted=weights_only is False)
     if bytes(data[:len(PICKLE_MAGIC)]) == PICKLE_MAGIC:
         return _unpickle(name, data[len(PICKLE_MAGIC):], weights_only)
     device = None
@@ -566,6 +571,24 @@ def add_safe_globals(objs) -> None:
     """Allow these classes/functions in weights-only loads of pickled objects (as
     torch.serialization.add_safe_globals)."""
     _safe_globals.extend(objs)
+
+
+_TRUE = ("1", "y", "yes", "true")
+
+
+def _forced_weights_only(weights_only):
+    """weights_only as torch.load's environment variables set it: TORCH_FORCE_WEIGHTS_ONLY_LOAD
+    forces True; TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD makes an unset one False."""
+    force = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in _TRUE
+    force_no = os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in _TRUE
+    if force and force_no:
+        raise RuntimeError("flowlite.load: only one of TORCH_FORCE_WEIGHTS_ONLY_LOAD and "
+                           "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD may be set, but both were set")
+    if force:
+        return True
+    if force_no and weights_only is None:
+        return False
+    return weights_only
 
 
 def _allowlisted() -> dict:

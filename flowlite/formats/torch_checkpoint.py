@@ -176,10 +176,12 @@ class _Unpickler(pickle._Unpickler):
 
     dispatch = dict(pickle._Unpickler.dispatch)
 
-    def __init__(self, file, name, storage, safe=None):
+    def __init__(self, file, name, storage, safe=None, trusted=False):
         super().__init__(file, encoding="utf-8")
         self._name = name
         self._storage = storage
+        # weights_only=False: any global, any object's state (the user trusts the file)
+        self._trusted = trusted
         # the user's allowlist by (module, name) (flowlite.serialization.add_safe_globals /
         # safe_globals, as torch's): those globals may be loaded, and instances of those
         # classes restored
@@ -187,6 +189,8 @@ class _Unpickler(pickle._Unpickler):
         self._safe_types = {o for o in self._safe.values() if isinstance(o, type)}
 
     def load_build(self):
+        if self._trusted:
+            return pickle._Unpickler.load_build(self)
         state = self.stack.pop()
         inst = self.stack[-1]
         if type(inst) in self._safe_types:
@@ -216,12 +220,15 @@ class _Unpickler(pickle._Unpickler):
         fn = self._safe.get((module, name))
         if fn is not None:
             return fn
+        if self._trusted:
+            return super().find_class(module, name)
         raise pickle.UnpicklingError(
             f"flowlite.load: {self._name}: refusing to load the global {module}.{name}: "
             "flowlite loads only tensors, state dicts and plain containers from torch.save "
             "files and never runs code from them (like torch.load(weights_only=True)); if "
             "you trust the file, allow it with flowlite.serialization.add_safe_globals([...]) "
-            "or `with flowlite.serialization.safe_globals([...]):`, as in PyTorch")
+            "or `with flowlite.serialization.safe_globals([...]):`, or load it with "
+            "weights_only=False, as in PyTorch")
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"):
@@ -310,9 +317,9 @@ def _device_for(map_location):
     return lambda loc: dev
 
 
-def load(name: str, data, map_location=None, safe=None):
+def load(name: str, data, map_location=None, safe=None, trusted=False):
     """The object of torch.save zip archive `data`; `safe`: the user's allowlisted globals by
-    (module, qualified name)."""
+    (module, qualified name); `trusted` (weights_only=False): any global may be loaded."""
     device_for = _device_for(map_location)
     if bytes(data[:4]) != b"PK\x03\x04":
         return _load_legacy(name, data, device_for)
@@ -337,7 +344,7 @@ def load(name: str, data, map_location=None, safe=None):
         byteorder = "<" if order == b"little" else ">"
     storage = _zip_loader(name, zf, prefix, byteorder)
     try:
-        obj = _Unpickler(io.BytesIO(zf.read(pkls[0])), name, storage, safe).load()
+        obj = _Unpickler(io.BytesIO(zf.read(pkls[0])), name, storage, safe, trusted).load()
     except pickle.UnpicklingError as e:
         raise ValueError(str(e) if str(e).startswith("flowlite.load") else
                          f"flowlite.load: {name}: {e}") from None
