@@ -119,8 +119,7 @@ def _diff(old, new, limit=6):
         out.append(f"number of inputs {len(oi)} -> {len(ni)}")
     on, nn = old["nodes"], new["nodes"]
     # align on op names, then report what differs inside aligned ops (shape/dtype/attrs)
-    sm = difflib.SequenceMatcher(a=[x[0] for x in on], b=[x[0] for x in nn], autojunk=False)
-    for tag, i1, i2, j1, j2 in sm.get_opcodes():
+    for tag, i1, i2, j1, j2 in _align([x[0] for x in on], [x[0] for x in nn]):
         if tag == "equal":
             if all(a[:4] == b[:4] for a, b in zip(on[i1:i2], nn[j1:j2])):
                 continue
@@ -158,6 +157,32 @@ def _diff(old, new, limit=6):
     if old["outputs"] != new["outputs"] and not out:
         out.append(f"outputs {len(old['outputs'])} -> {len(new['outputs'])}")
     return out or ["same structure; a donation pattern or device placement differs"]
+
+
+_ALIGN_MAX = 2000    # ops each side that difflib aligns (its time grows as their product)
+
+
+def _align(a, b):
+    """difflib's opcodes aligning op-name lists `a` and `b`: their common prefix and suffix
+    first (linear), difflib on the rest only when that is short — a program of 15,000 ops
+    (an LSTM cell stepped 999 times) took minutes — else the rest as one replaced block."""
+    m = min(len(a), len(b))
+    p = 0
+    while p < m and a[p] == b[p]:
+        p += 1
+    q = 0
+    while q < m - p and a[len(a) - 1 - q] == b[len(b) - 1 - q]:
+        q += 1
+    ea, eb = len(a) - q, len(b) - q
+    ops = [("equal", 0, p, 0, p)] if p else []
+    if ea - p <= _ALIGN_MAX and eb - p <= _ALIGN_MAX:
+        sm = difflib.SequenceMatcher(a=a[p:ea], b=b[p:eb], autojunk=False)
+        ops += [(t, i1 + p, i2 + p, j1 + p, j2 + p) for t, i1, i2, j1, j2 in sm.get_opcodes()]
+    elif ea > p or eb > p:
+        ops.append(("replace", p, ea, p, eb))
+    if q:
+        ops.append(("equal", ea, len(a), eb, len(b)))
+    return ops
 
 
 def _distance(a, b):

@@ -81,6 +81,30 @@ def test_explains_a_changed_check_with_its_source_line():
     assert re.search(r"'check_range': [^;]*\(created at test_debug\.py:\d+\)", e), e
 
 
+def test_a_huge_program_s_recompile_is_explained_in_linear_time():
+    """Explaining a recompile of a 20,000-op program (an LSTM cell stepped over a long
+    sequence) aligned its op lists with difflib in quadratic time: minutes per compile."""
+    import time
+
+    from flowlite import debug
+
+    def summary(names, shape):
+        return {"inputs": [("input", shape, "float32", None)],
+                "nodes": [(n, "()", shape, "float32", None) for n in names],
+                "scalars": [], "outputs": [(shape, "float32")]}
+    ops = ["mul", "add", "tanh", "sigmoid"] * 5000
+    new = ops[:10000] + ["exp"] + ops[10001:]
+    t = time.perf_counter()
+    out = debug._diff(summary(ops, (4,)), summary(new, (4,)))
+    out2 = debug._diff(summary(ops, (4,)), summary(ops + ["add"] * 3, (4,)))
+    assert time.perf_counter() - t < 2.0
+    assert out == ["op 10000: 'mul' -> 'exp'"], out
+    assert out2 == ["ops added: 'add', 'add', 'add'", "graph size 20000 -> 20003 ops"], out2
+    t = time.perf_counter()
+    out = debug._diff(summary(ops, (4,)), summary(ops[::-1], (5,)))   # nothing in common
+    assert time.perf_counter() - t < 2.0 and out
+
+
 def test_warns_after_n_recompiles_at_one_site():
     fl.debug.set_recompile_warning_threshold(2)
     try:

@@ -145,6 +145,39 @@ def test_cell_stepped_over_time_rolls_and_matches_torch(x64, rerolling):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-10, err_msg=name)
 
 
+def test_a_long_cell_loop_read_before_backward_rolls_and_matches_torch(x64, rerolling):
+    """time_sequence_prediction reads its loss inside LBFGS's closure, before backward(): a
+    read that made each step's saved activations outputs could not run as a loop (minutes
+    of compiling 999 steps); past executor._SAVED_OUTPUTS_MAX the read leaves them to the
+    backward program, which computes them again: both programs roll, values as torch's."""
+    reroll.set_reroll(True)
+    steps, batch, hidden = 60, 3, 5
+    ref = torch.nn.LSTMCell(1, hidden).double()
+    cell = fl.nn.LSTMCell(1, hidden).double()
+    cell.load_state_dict({k: fl.from_numpy(v.detach().numpy())
+                          for k, v in ref.state_dict().items()})
+    seq = np.random.default_rng(2).normal(size=(batch, steps))
+
+    def run(lib, cell, x):
+        h = c = lib.zeros(batch, hidden, dtype=lib.float64)
+        outs = []
+        for x_t in x.split(1, dim=1):
+            h, c = cell(x_t, (h, c))
+            outs.append(h)
+        loss = (lib.stack(outs) ** 2).mean()
+        value = loss.item()
+        loss.backward()
+        return value, [p.grad.numpy().copy() for p in cell.parameters()]
+    runs0, n0 = metrics.counters()["rerolled_runs"], len(metrics._compile_log)
+    got, ggrads = run(fl, cell, fl.from_numpy(seq))
+    assert metrics.counters()["rerolled_runs"] - runs0 >= 2
+    assert metrics._compile_log[n0][3] < 100     # the live h_t and the loss, not ~2,500 saved
+    want, wgrads = run(torch, ref, torch.from_numpy(seq))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    for g, w in zip(ggrads, wgrads):
+        np.testing.assert_allclose(g, w, rtol=1e-10)
+
+
 def test_float32_stack_is_close_to_the_unrolled_program(rerolling):
     def run(on):
         reroll.set_reroll(on)

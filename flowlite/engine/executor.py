@@ -58,6 +58,21 @@ def __getattr__(name):      # executor._pending: this thread's pending tensors (
 observers: list = rt.observers
 
 
+# A sync (or a host read) before backward() also outputs the activations the tape saved, so
+# the backward program doesn't compute them again — unless there are more than this many
+# (counted with repeats): a cell stepped over a long sequence (pytorch/examples'
+# time_sequence_prediction reads its loss inside LBFGS's closure) made every step's
+# activations outputs of their own, and a program of 2,000 outputs per 50 steps can't run
+# as a loop (12 s to compile 50 steps, minutes and 18 GB for its 999).  The backward
+# program computes them then, with the same draws.
+_SAVED_OUTPUTS_MAX = 2048
+
+
+def _saved_roots() -> list:
+    saved = saved_pending_nodes()
+    return saved if len(saved) <= _SAVED_OUTPUTS_MAX else []
+
+
 def live_pending_roots(owners=None, stream=None) -> list:
     """The nodes this thread's next sync must materialise: those of live tensors with pending
     work (`owners`, when given, maps each to its tensors), then those the tape still needs;
@@ -78,7 +93,7 @@ def live_pending_roots(owners=None, stream=None) -> list:
     if not rt.local.growing:
         # a piece of a growing loop (cuts.py) leaves what only the tape saved lazy: a
         # backward that never comes would otherwise make every activation an output
-        nodes.extend(saved_pending_nodes())
+        nodes.extend(_saved_roots())
     if stream is not None and stream.valid:
         # (a valid stream's nodes are unchanged since recorded; its leaves have marks < 0.)
         # Its nodes are told apart by their numbers: a dict of a step's nodes is a large
@@ -211,7 +226,7 @@ def _sync_read(cause, node):
         t = r()
         if t is not None and _is_pending(t._node):
             cands.append((t._node, r))
-    cands.extend((n, None) for n in saved_pending_nodes() if _is_pending(n))
+    cands.extend((n, None) for n in _saved_roots() if _is_pending(n))
     checks = local.checks
     taken = [False] * len(cands)
     taken_checks = [False] * len(checks)
