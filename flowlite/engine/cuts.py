@@ -25,10 +25,9 @@ draws.  `set_graph_cuts(False)` or
 """
 from __future__ import annotations
 
+import math
 import os
 import weakref
-
-import math
 
 import jax
 import numpy as np
