@@ -117,15 +117,18 @@ def test_dropout_in_repeated_layers_draws_what_the_unrolled_program_draws(x64, r
         np.testing.assert_allclose(params[k], params0[k], rtol=1e-12, atol=1e-14, err_msg=k)
 
 
-def _cell_loop(lib, cell, seq, batch, hidden):
+def _cell_loop(lib, cell, seq, batch, hidden, read_first=False):
+    """The loss of a cell stepped over `seq`, after its backward (`read_first`: read before
+    backward(), as time_sequence_prediction's closure does)."""
     h = c = lib.zeros(batch, hidden, dtype=lib.float64)
     outs = []
     for x_t in seq.split(1, dim=1):
         h, c = cell(x_t, (h, c))
         outs.append(h)
     loss = (lib.stack(outs) ** 2).mean()
+    value = loss.item() if read_first else None
     loss.backward()
-    return loss.item()
+    return loss.item() if value is None else value
 
 
 def test_cell_stepped_over_time_rolls_and_matches_torch(x64, rerolling):
@@ -157,25 +160,15 @@ def test_a_long_cell_loop_read_before_backward_rolls_and_matches_torch(x64, rero
     cell.load_state_dict({k: fl.from_numpy(v.detach().numpy())
                           for k, v in ref.state_dict().items()})
     seq = np.random.default_rng(2).normal(size=(batch, steps))
-
-    def run(lib, cell, x):
-        h = c = lib.zeros(batch, hidden, dtype=lib.float64)
-        outs = []
-        for x_t in x.split(1, dim=1):
-            h, c = cell(x_t, (h, c))
-            outs.append(h)
-        loss = (lib.stack(outs) ** 2).mean()
-        value = loss.item()
-        loss.backward()
-        return value, [p.grad.numpy().copy() for p in cell.parameters()]
     runs0, n0 = metrics.counters()["rerolled_runs"], len(metrics._compile_log)
-    got, ggrads = run(fl, cell, fl.from_numpy(seq))
+    got = _cell_loop(fl, cell, fl.from_numpy(seq), batch, hidden, read_first=True)
+    grads = [p.grad.numpy() for p in cell.parameters()]      # (runs the backward program)
     assert metrics.counters()["rerolled_runs"] - runs0 >= 2
     assert metrics._compile_log[n0][3] < 100     # the live h_t and the loss, not ~2,500 saved
-    want, wgrads = run(torch, ref, torch.from_numpy(seq))
+    want = _cell_loop(torch, ref, torch.from_numpy(seq), batch, hidden, read_first=True)
     np.testing.assert_allclose(got, want, rtol=1e-12)
-    for g, w in zip(ggrads, wgrads):
-        np.testing.assert_allclose(g, w, rtol=1e-10)
+    for g, q in zip(grads, ref.parameters()):
+        np.testing.assert_allclose(g, q.grad.numpy(), rtol=1e-10)
 
 
 def test_float32_stack_is_close_to_the_unrolled_program(rerolling):

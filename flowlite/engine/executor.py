@@ -536,11 +536,7 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
     if checks:
         exe.check_infos = infos = [c.check for c in checks]
         if defer:
-            rec = _Unverified(outs, infos, st, roots, local.undo, chain, device)
-            if local.unverified is None:
-                local.unverified = [rec]
-            else:
-                local.unverified.append(rec)
+            _defer_checks(outs, infos, st, roots, chain, device)
         else:
             failed = _failures(outs[-1], infos, st.masks)
     for r, v, sig in zip(roots, outs, st.out_sigs):
@@ -560,6 +556,16 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
         _rollback([roots[i] for i in taint], err,
                   taint={id(roots[i]): e for i, e in taint.items()})
         raise err
+
+
+def _defer_checks(outs, infos, st, roots, chain, device):
+    """Leave an execution's check flags (outs[-1]) to be read at the next sync."""
+    local = rt.local
+    rec = _Unverified(outs, infos, st, roots, local.undo, chain, device)
+    if local.unverified is None:
+        local.unverified = [rec]
+    else:
+        local.unverified.append(rec)
 
 
 def _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device, chain, cause):
@@ -827,12 +833,7 @@ def _run_bucketed(order, leaves, scalars, roots, checks, device, cause, t0, exac
     if checks:
         exe.check_infos = infos = [c.check for c in checks]
         if defer and not exe.guarded:
-            local = rt.local
-            rec = _Unverified(outs, infos, st, roots, local.undo, False, device)
-            if local.unverified is None:
-                local.unverified = [rec]
-            else:
-                local.unverified.append(rec)
+            _defer_checks(outs, infos, st, roots, False, device)
         else:
             failed = _failures(outs[-1], infos, st.masks)
     if exe.donate:
