@@ -522,8 +522,9 @@ def _pieces(slots, env, stacks):
 
 
 def _tiled(slots, tiles, env, stacks):
-    """The stack of `slots` when they are slices of one array tiling one axis in order (a
-    time step's x[:, t]), taken from that array as one block; else None."""
+    """The stack of `slots` when they are slices of one array tiling one axis in order, or in
+    reverse order (a time step's x[:, t], the run's segments taken last first), taken from
+    that array as one block; else None."""
     first = tiles.get(slots[0])
     if first is None:
         return None
@@ -532,6 +533,7 @@ def _tiled(slots, tiles, env, stacks):
         return None
     axes = None
     size = None
+    sign = 1
     for j, s in enumerate(slots):
         t = tiles.get(s)
         if t is None or t[0] != src or t[3] != st:
@@ -544,9 +546,11 @@ def _tiled(slots, tiles, env, stacks):
             continue
         if len(moved) != 1 or (axes is not None and moved[0] != axes):
             return None
-        axes = moved[0]
-        size = hi[axes] - lo[axes]
-        if diff[axes] != j * size:
+        if axes is None:
+            axes = moved[0]
+            size = hi[axes] - lo[axes]
+            sign = 1 if diff[axes] > 0 else -1
+        if diff[axes] != sign * j * size:
             return None
     if axes is None:
         return None
@@ -554,11 +558,14 @@ def _tiled(slots, tiles, env, stacks):
     if x is None or not hasattr(x, "shape"):
         return None
     n = len(slots)
-    block = jax.lax.slice(x, tuple(lo), tuple(h if d != axes else lo[d] + n * size
-                                               for d, h in enumerate(hi)))
+    start = lo[axes] if sign > 0 else lo[axes] - (n - 1) * size
+    block = jax.lax.slice(x, tuple(lo[d] if d != axes else start for d in range(len(lo))),
+                          tuple(h if d != axes else start + n * size
+                                for d, h in enumerate(hi)))
     shape = list(block.shape)
     shape[axes:axes + 1] = [n, size]
-    return jnp.moveaxis(block.reshape(shape), axes, 0)
+    out = jnp.moveaxis(block.reshape(shape), axes, 0)
+    return out if sign > 0 else jnp.flip(out, 0)
 
 
 def _whole(slots, stacks):
