@@ -275,12 +275,16 @@ class _TwoCells:
     def modules(self):
         return (self.c1, self.c2, self.out)
 
-    def __call__(self, x):
+    def __call__(self, x, future=0):
         lib = self.lib
         h = c = h2 = c2 = lib.zeros(x.shape[0], self.hidden, dtype=lib.float64)
         outs = []
         for x_t in x.split(1, dim=1):
             h, c = self.c1(x_t, (h, c))
+            h2, c2 = self.c2(h, (h2, c2))
+            outs.append(self.out(h2))
+        for _ in range(future):         # the output fed back as the next input
+            h, c = self.c1(outs[-1], (h, c))
             h2, c2 = self.c2(h, (h2, c2))
             outs.append(self.out(h2))
         return lib.cat(outs, dim=1)
@@ -290,16 +294,20 @@ def _entry(text):
     return text[text.index("ENTRY"):]
 
 
+def _two_cells(steps, seed=2):
+    ref, got = _TwoCells(torch), _TwoCells(fl)
+    for m, r in zip(got.modules(), ref.modules()):
+        m.load_state_dict({k: fl.from_numpy(v.detach().numpy())
+                           for k, v in r.state_dict().items()})
+    return ref, got, np.random.default_rng(seed).normal(size=(4, steps))
+
+
 def test_per_step_slices_of_one_input_reach_the_loop_as_one_block(x64, rerolling):
     # the loop's segments may be taken last first; either way the steps' x[:, t] are one
     # block of x, not one slice kernel per step (T=200: compile 3.7 s -> 0.8 s)
     reroll.set_reroll(True)
     steps = 30
-    ref, got = _TwoCells(torch), _TwoCells(fl)
-    for m, r in zip(got.modules(), ref.modules()):
-        m.load_state_dict({k: fl.from_numpy(v.detach().numpy())
-                           for k, v in r.state_dict().items()})
-    x = np.random.default_rng(2).normal(size=(4, steps))
+    ref, got, x = _two_cells(steps)
     with fl.no_grad():
         y = got(fl.from_numpy(x)).numpy()
     with torch.no_grad():
@@ -308,3 +316,20 @@ def test_per_step_slices_of_one_input_reach_the_loop_as_one_block(x64, rerolling
     assert metrics.counters()["rerolled_runs"] > 0
     text = _entry(_programs()[-1])
     assert text.count("slice") < steps // 2, text
+
+
+def test_a_loop_that_feeds_its_output_back_after_a_loop_over_inputs_rolls_too(x64, rerolling):
+    # time_sequence_prediction's prediction: the same cell ops over the input's steps, then
+    # over their own outputs; the second loop is wired differently and its segments are one
+    # op longer (no slice), so it is a loop of its own (999 + 1000 steps: > 3 minutes of
+    # compiling unrolled, 8 s as loops)
+    reroll.set_reroll(True)
+    steps, future = 24, 24
+    ref, got, x = _two_cells(steps, seed=3)
+    before = metrics.counters()["rerolled_segments"]
+    with fl.no_grad():
+        y = got(fl.from_numpy(x), future=future).numpy()
+    with torch.no_grad():
+        want = ref(torch.from_numpy(x), future=future).numpy()
+    np.testing.assert_allclose(y, want, rtol=1e-11, atol=1e-13)
+    assert metrics.counters()["rerolled_segments"] - before >= (steps - 2) + (future - 2)

@@ -173,7 +173,9 @@ def _find_runs(entries, tokens, types, pinned, joins=frozenset()):
             users.setdefault(s, []).append(k)
     taken = np.zeros(n, dtype=bool)
     runs = []
-    for _, a, p, length in cands:
+    todo = cands[::-1]          # a stack: the longest candidate on top
+    while todo:
+        _, a, p, length = todo.pop()
         # the longest free stretch of this candidate's region
         seg = taken[a:a + length]
         if seg.any():
@@ -185,8 +187,15 @@ def _find_runs(entries, tokens, types, pinned, joins=frozenset()):
                 continue
         run = _fit(entries, a, p, length, producer, users, types, pinned)
         if run is not None:
-            taken[run.start:run.start + run.period * run.reps] = True
+            end = run.start + run.period * run.reps
+            taken[run.start:end] = True
             runs.append(run)
+            # the same repeated ops may go on wired another way (a loop over inputs, then
+            # one feeding its output back): what is left of the region is tried again
+            if a + length > end:
+                todo.append((a + length - end, end, p, a + length - end))
+            if run.start > a:
+                todo.append((run.start - a, a, p, run.start - a))
     runs = [r for r in runs if _worth_it(r, taken, users, pinned, entries, joins)]
     rolled = np.zeros(n, dtype=bool)
     for r in runs:
@@ -210,7 +219,7 @@ def _worth_it(r, rolled, users, pinned, entries, joins):
     return sliced + len(r.xs) <= r.reps * r.period / 4
 
 
-def _periods(tokens, most=12):
+def _periods(tokens, most=32):
     """Candidate segment lengths: the distances between consecutive occurrences of one
     signature, the most frequent first."""
     where = {}
