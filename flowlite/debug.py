@@ -29,11 +29,13 @@ class _Watch:
     recompile_warn_after = 3     # warn once a site has recompiled more than N times
     graph_size_warn = 200_000    # pending tensors without a sync before the guard warns
     auto_track_until = 0         # execution count after which automatic site tracking stops
+    auto_track_ops = 0           # ... or the op count (a huge graph pays ~3 µs an op for it)
     graph_start = None           # the user line where the current pending graph began
     graph_warned = False
 
 
 _watch = _Watch()
+AUTO_TRACK_OPS = 100_000
 
 
 def set_recompile_warning_threshold(n: int) -> None:
@@ -212,12 +214,15 @@ def on_compile(cause, order, leaves, scalars, roots, exe=None):
         if (not flags["track_sites"] or _watch.auto_track_until) and \
                 not cause.startswith("graph cut:"):
             # record source lines for a while, so the next explanation can name them; the
-            # tracking (~1 µs per op) switches itself off after 50 executions without a compile
-            # (not for a cut loop's pieces: their few programs are expected, and tracking
-            # cost a generation ~10 µs an op)
+            # tracking (1-20 µs per op, with the depth of the Python stack) switches itself off
+            # after 50 executions or 100,000 recorded ops without a compile (an LSTM closure
+            # stepped over 999 steps records 126,000 a call: ~1 s each) (not for a cut loop's
+            # pieces: their few programs are expected, and tracking cost a generation ~10 µs
+            # an op)
             if not flags["track_sites"]:
                 track_sites(True)
             _watch.auto_track_until = metrics._C["executions"] + 50
+            _watch.auto_track_ops = metrics._C["ops"] + AUTO_TRACK_OPS
         # (a cut loop's pieces compile a bounded few programs as its length grows: the
         # buckets' doing, nothing the user should pad)
         if n > _watch.recompile_warn_after and site not in _warned_sites and \
@@ -235,7 +240,8 @@ def on_compile(cause, order, leaves, scalars, roots, exe=None):
 
 def on_run(cause, exe) -> None:
     """Every execution: remember which programs ran at which site (for later diffs)."""
-    if _watch.auto_track_until and metrics._C["executions"] > _watch.auto_track_until:
+    if _watch.auto_track_until and (metrics._C["executions"] > _watch.auto_track_until or
+                                    metrics._C["ops"] > _watch.auto_track_ops):
         _watch.auto_track_until = 0
         track_sites(False)
     h = _site_graphs.get(cause)

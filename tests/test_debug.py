@@ -71,6 +71,24 @@ def test_explains_a_changed_model_branch_with_its_source_line():
     assert "test_debug.py:" in e.split("recompile #1")[1]
 
 
+def test_line_tracking_after_a_recompile_stops_after_a_budget_of_ops(monkeypatch):
+    # switched on by a recompile (so the next explanation names lines), off again after 50
+    # executions or AUTO_TRACK_OPS recorded ops: a closure over a 999-step LSTM records
+    # 126,000 ops a call, and tracking them cost ~1 s a call
+    monkeypatch.setattr(fl.debug, "AUTO_TRACK_OPS", 200)
+    w = _data(5, 7)                     # shapes no other test compiles
+    for b in (11, 13):
+        _step(_data(b, 5), w).item()
+    assert fl.debug.flags["track_sites"]
+    x = _data(13, 5)
+    for _ in range(3):                  # 3 executions, ~100 ops each
+        y = x
+        for _ in range(100):
+            y = y + 1
+        _step(y, w).item()
+    assert not fl.debug.flags["track_sites"]
+
+
 def test_explains_a_changed_check_with_its_source_line():
     # a check node carries its line (Node.site) even before line tracking is switched on
     i = fl.from_numpy(np.array([0, 1, 1], np.int64)) * 1     # pending: its range is checked
