@@ -128,6 +128,12 @@ def device_array(t: Tensor):
     return n.value if n.op is _DATA else None
 
 
+def pending_count() -> int:
+    """How many tensors this thread recorded since its last sync (pending work's size)."""
+    from .engine.runtime import rt
+    return len(rt.local.pending)
+
+
 def sync(cause: str = "flowlite.extend.sync()") -> None:
     """Run all pending work now; `cause` is what `flowlite.metrics.report()` shows.  A failed
     check of this work raises at the next sync or host read (an optimizer step's sync does

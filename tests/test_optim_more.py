@@ -261,6 +261,30 @@ def test_lbfgs_fixed_step_follows_torch_and_counts_executables():
     assert c1["compiles"] > c0["compiles"]
 
 
+def test_lbfgs_big_closure_compiles_once_and_only_the_direction_has_variants(monkeypatch):
+    # a closure with a big graph (time_sequence_prediction: an LSTM over 999 steps) runs apart
+    # from the direction: the first iterations' direction variants then recompile only the
+    # small direction program (they recompiled the whole closure, ~20 s each)
+    from flowlite.optim import lbfgs
+    monkeypatch.setattr(lbfgs, "SPLIT_AT", 0)
+    kw = dict(lr=0.5, max_iter=6, history_size=3)
+    p0 = [INIT[0].astype(np.float32), INIT[1].astype(np.float32)]
+    n0 = len(metrics._compile_log)
+    got, fopt, execs = _lbfgs_run("fl", _lsq("fl"), p0, 2, **kw)
+    want, _, _ = _lbfgs_run("torch", _lsq("torch"), p0, 2, **kw)
+    for a, b in zip(got, want):
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6)
+    assert execs == [2 * kw["max_iter"] + 1] * 2     # closure, then direction; final update
+    causes = [e[0] for e in metrics._compile_log[n0:]]
+    closure = [c for c in causes if "closure's gradient" in c]
+    # two structures (the first evaluation has no update before it; one compiled again for
+    # another set of donated buffers), however many direction variants (5 programs held the
+    # closure before)
+    assert 1 <= len(closure) <= 3, causes
+    assert len(causes) - len(closure) >= 3
+
+
 def test_lbfgs_state_dict_continues_in_torch(x64):
     kw = dict(lr=1, line_search_fn="strong_wolfe", history_size=3, max_iter=4)
     p0 = [np.array([-1.5, 2.0])]
