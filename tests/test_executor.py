@@ -248,6 +248,43 @@ def test_executor_cache_is_keyed_by_donation_pattern():
     assert cache.cache_size() > 0
 
 
+def _held_then_free(op, n=50):
+    """The same in-place update on two tensors: the first one's buffer held elsewhere
+    (compiled without donating it), the second one's free to donate.  (Each test its own
+    op: programs that differ only in a length would share a length bucket's program.)"""
+    q = fl.randn(n)
+    fl.sync()
+    hold = q.clone()
+    with fl.no_grad():
+        getattr(q, op)(2.0)
+    fl.sync()
+    np.testing.assert_allclose(q.numpy(), getattr(hold, op[:-1])(2.0).numpy())
+    r = fl.arange(n) * 1.0
+    fl.sync()
+    c0 = _count()
+    with fl.no_grad():
+        getattr(r, op)(2.0)
+    fl.sync()
+    want = {"mul_": np.multiply, "sub_": np.subtract, "div_": np.divide}[op](np.arange(n), 2.0)
+    np.testing.assert_allclose(r.numpy(), want)
+    return _count()["compiles"] - c0["compiles"], \
+        _count()["donated_buffers"] - c0["donated_buffers"]
+
+
+def test_a_slow_program_met_with_more_donatable_buffers_runs_the_one_it_has(monkeypatch):
+    # donating fewer buffers computes the same: when the compile was slow (here: any) and
+    # the buffers it keeps are small, the executable that donates less runs — an LBFGS
+    # closure over a 999-step LSTM recompiled for 20 s only to donate its parameters
+    monkeypatch.setitem(executor._REUSE, "compile_s", 0.0)
+    assert _held_then_free("mul_") == (0, 0)
+    monkeypatch.setitem(executor._REUSE, "kept_bytes", 0)
+    assert _held_then_free("sub_") == (1, 1)     # keeping them would cost memory: compiled
+
+
+def test_a_fast_program_compiles_its_donating_form():
+    assert _held_then_free("div_") == (1, 1)
+
+
 def test_a_buffer_the_tape_still_needs_is_not_donated():
     # the constant 2.0 is saved by mul's GradFn; the first sync must not donate its buffer
     # to `ret` (the backward pass reads it afterwards)

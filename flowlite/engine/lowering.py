@@ -30,7 +30,7 @@ class Executable:
     """One compiled program and what the tools report about it."""
     __slots__ = ("fn", "compiled", "n_outputs", "donate", "hits", "stats", "summary",
                  "n_checks", "guarded", "need_bytes", "check_infos", "chained", "loaded",
-                 "upgrade_at", "upgrade", "bucket", "where", "rolled")
+                 "upgrade_at", "upgrade", "bucket", "where", "rolled", "compile_s")
 
     def __init__(self, fn, n_outputs, donate):
         self.summary = None
@@ -40,6 +40,7 @@ class Executable:
         self.upgrade = None       # ... a future of it, compiling on a background thread
         self.where = None         # each root's position among the compiled outputs (None: same)
         self.rolled = ()          # the re-rolled segments' repeat counts
+        self.compile_s = 0.0      # how long it took to build here (0: loaded, or not timed)
         self.fn = fn              # outputs in root order
         self.compiled = fn        # the jax Compiled (its outputs may be ordered differently)
         self.n_outputs = n_outputs
