@@ -128,10 +128,11 @@ def device_array(t: Tensor):
     return n.value if n.op is _DATA else None
 
 
-def pending_count() -> int:
-    """How many tensors this thread recorded since its last sync (pending work's size)."""
+def recorded_since_sync() -> int:
+    """How many graph nodes this thread recorded since its last full sync (backward
+    included): the size of the work a sync would run, or part of which a host read ran."""
     from .engine.runtime import rt
-    return len(rt.local.pending)
+    return rt.local.stream.nxt
 
 
 def sync(cause: str = "flowlite.extend.sync()") -> None:

@@ -15,7 +15,7 @@ evaluation, and keeps every graph's structure fixed:
 Without a line search one step costs one executable per closure evaluation (at most
 max_iter; each contains the closure's forward and backward, the parameter update and the
 next direction), plus one at the end for the final parameter update.  A closure whose graph
-is big (more than SPLIT_AT pending tensors: a model stepped over hundreds of time steps)
+is big (more than SPLIT_AT recorded nodes: a model stepped over hundreds of time steps)
 runs as an executable of its own before the direction's, so the variants of the first
 iterations (no history yet, a curvature pair kept or not) recompile only the small direction
 program, not the closure.  With
@@ -34,7 +34,7 @@ from .optimizer import Optimizer
 from . import _checks as C
 
 
-SPLIT_AT = 2048     # pending tensors above which the closure runs apart (_closure_apart)
+SPLIT_AT = 2048     # recorded nodes above which the closure runs apart (_closure_apart)
 
 
 def _cubic_interpolate(x1, f1, g1, x2, f2, g2, bounds=None):
@@ -233,7 +233,7 @@ class LBFGS(Optimizer):
         the closure compiles once instead of once per variant (time_sequence_prediction's
         999-step LSTM: 4 programs of ~20 s each).  A small closure rides along with the
         direction (one executable per evaluation: a recompile costs less than a dispatch)."""
-        if extend.pending_count() > SPLIT_AT:
+        if extend.recorded_since_sync() > SPLIT_AT:
             extend.sync("LBFGS.step(): the closure's gradient")
 
     # -- one sync: everything the next decisions need -------------------------------------------
