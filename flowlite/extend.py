@@ -2,8 +2,8 @@
 
 Layer: extension API — imports distributed, engine.cache, engine.device, engine.dtypes,
 engine.errors, engine.executor, engine.ir, engine.mesh, engine.metrics, engine.phases,
-engine.tape, frontend.checks, frontend.compile, frontend.control_flow, frontend.ops,
-frontend.ops._autocast, frontend.primitives, frontend.random, frontend.recording,
+engine.runtime, engine.tape, frontend.checks, frontend.compile, frontend.control_flow,
+frontend.ops, frontend.ops._autocast, frontend.primitives, frontend.random, frontend.recording,
 frontend.tensor. `flowlite.nn`, `flowlite.optim`, `flowlite.data` and user code that defines its
 own fused operations import this module (never `executor`, `lowering`, `ir` or the tape), so the
 core can change underneath them.
@@ -63,6 +63,7 @@ from .engine.errors import (ArgumentError, DTypeError, IndexRangeError, IndexSha
 from .engine.ir import Prim
 from .engine.mesh import put
 from .engine.metrics import user_site, user_stacklevel
+from .engine.runtime import rt as _rt
 from .engine.phases import clock, step_enter, step_leave, step_sync, timed, timed_step, untimed
 from .frontend.tensor import Size, Tensor, from_jax, from_numpy, tensor
 from .engine.tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
@@ -131,8 +132,7 @@ def device_array(t: Tensor):
 def recorded_since_sync() -> int:
     """How many graph nodes this thread recorded since its last full sync (backward
     included): the size of the work a sync would run, or part of which a host read ran."""
-    from .engine.runtime import rt
-    return rt.local.stream.nxt
+    return _rt.local.stream.nxt
 
 
 def sync(cause: str = "flowlite.extend.sync()") -> None:
