@@ -505,8 +505,9 @@ def _run(roots, device, cause, owners=None, checks=(), defer=False, stream=None)
             _rollback(roots, e)
             raise
         st.exes[donate] = exe
-        exe.compile_s = time.perf_counter() - tc if not exe.loaded else 0.0
-        _admit(exe, exe.compile_s, order, leaves, scalars, roots, len(args), cause, device)
+        took = time.perf_counter() - tc         # compiled, or loaded from a store
+        exe.compile_s = 0.0 if exe.loaded else took
+        _admit(exe, took, order, leaves, scalars, roots, len(args), cause, device)
     else:
         if exe.upgrade_at is not None and exe.hits >= exe.upgrade_at:
             exe = _unroll(exe, st, donate, order, roots, checks, leaves, scalars, args, device,
