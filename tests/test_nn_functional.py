@@ -87,6 +87,59 @@ def test_scaled_dot_product_attention(x64):
     ])
 
 
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_reduced_precision_gelu_rounds_once_as_pytorchs_kernel(dt, approximate):
+    """gelu of a bfloat16/float16 tensor computes in float32 and rounds once, as PyTorch's
+    CPU kernel does (composed from ops that each round, it was several roundings off): the
+    forward is float32 gelu rounded, bit for bit outside the far tails; forward and input gradient agree with
+    PyTorch's within one rounding (its erf/tanh polynomials differ in the far tails)."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(3).standard_normal((8, 64)).astype(np.float32) * 3
+    g = np.random.default_rng(4).standard_normal((8, 64)).astype(np.float32)
+    out = []
+    for lib in (fl, torch):
+        a = lib.from_numpy(x).to(getattr(lib, dt)).requires_grad_(True)
+        y = lib.nn.functional.gelu(a, approximate=approximate)
+        y.backward(lib.from_numpy(g).to(getattr(lib, dt)))
+        assert y.dtype == getattr(lib, dt) and a.grad.dtype == getattr(lib, dt)
+        out.append((y.detach().float().numpy(), a.grad.float().numpy()))
+    jdt = jnp.bfloat16 if dt == "bfloat16" else jnp.float16
+    x32 = jnp.asarray(x).astype(jdt).astype(jnp.float32)
+    if approximate == "none":       # flowlite's formula, in float32, rounded once
+        y32 = x32 * (jax.scipy.special.erf(x32 * (1 / math.sqrt(2))) + 1.0) * 0.5
+    else:
+        inner = (x32 + x32 * x32 * x32 * 0.044715) * math.sqrt(2 / math.pi)
+        y32 = x32 * (jnp.tanh(inner) + 1.0) * 0.5
+    once = np.asarray(y32.astype(jdt).astype(jnp.float32))
+    normal = np.abs(once) > 1e-3      # (composed in the reduced dtype: ~1/3 of these differ)
+    np.testing.assert_array_equal(out[0][0][normal], once[normal])
+    eps = 2.0 ** -8 if dt == "bfloat16" else 2.0 ** -11
+    np.testing.assert_allclose(out[0][0], out[1][0], rtol=eps, atol=1e-4)
+    np.testing.assert_allclose(out[0][1], out[1][1], rtol=2 * eps, atol=1e-4)
+
+
+def test_reduced_precision_attention_accumulates_in_float32():
+    """scaled_dot_product_attention of bfloat16 q, k, v computes in float32 and returns
+    bfloat16 (PyTorch's CPU kernel accumulates in float): forward and gradients within
+    bfloat16 rounding of the float64 reference, and of PyTorch's."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(5)
+    q, k, v = (rng.standard_normal((2, 3, 16, 8)).astype(np.float32) for _ in range(3))
+    res = {}
+    for name, lib, dt in (("fl", fl, fl.bfloat16), ("torch", torch, torch.bfloat16),
+                          ("ref", torch, torch.float64)):
+        ts = [lib.from_numpy(a).to(dt).requires_grad_(True) for a in (q, k, v)]
+        y = lib.nn.functional.scaled_dot_product_attention(*ts, is_causal=True)
+        assert y.dtype == dt
+        y.float().pow(2).sum().backward()
+        res[name] = [y.detach().float().numpy()] + [t.grad.float().numpy() for t in ts]
+    for a, b, r in zip(res["fl"], res["torch"], res["ref"]):
+        scale = np.abs(r).max()
+        assert np.abs(a - r).max() <= 2 ** -7 * scale * 2, np.abs(a - r).max() / scale
+        assert np.abs(a - r).max() <= np.abs(b - r).max() * 1.5 + 2 ** -8 * scale
+
+
 def test_sdpa_dropout_and_errors():
     q = fl.from_numpy(np.ones((1, 2, 3), np.float32))
     out = F.scaled_dot_product_attention(q, q, q, dropout_p=1.0)

@@ -161,3 +161,47 @@ def test_pad_rejects_bad_arguments():
         F.pad(x, (1, 1, 1, 1, 1, 1))
     with pytest.raises(NotImplementedError, match="reflect"):
         F.pad(x, (1, 1), mode="reflect")
+
+
+def _split_back(lib, x, dt, use):
+    """The gradient of a tensor taken apart by split (the pieces in `use` take part)."""
+    a = lib.from_numpy(x).to(dt).requires_grad_(True)
+    q, k, v = a.split(4, dim=1)
+    parts = {"q": (q * q).sum(), "k": (k * 3.0).sum(), "v": v.sum() * 2.0}
+    loss = parts[use[0]]
+    for u in use[1:]:
+        loss = loss + parts[u]
+    loss.float().backward()
+    return a
+
+
+@pytest.mark.parametrize("use", ["qkv", "vkq", "vq", "k"])
+@pytest.mark.parametrize("dt", ["float32", "bfloat16"])
+def test_the_gradient_of_split_pieces_is_one_concatenate_with_torchs_values(use, dt):
+    """The cotangents of split's pieces (zero pads of disjoint ranges) are joined by one
+    concatenate (zeros in the gaps of unused pieces), not summed as pad + add; the values are
+    PyTorch's, in float32 and bfloat16, whatever order the pieces' gradients arrive in."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(0).standard_normal((6, 12)).astype(np.float32)
+    a = _split_back(fl, x, getattr(fl, dt), use)
+    t = _split_back(torch, x, getattr(torch, dt), use)
+    text = fl.debug.hlo([a.grad])
+    if len(use) > 1:            # one piece alone stays one pad
+        assert "stablehlo.concatenate" in text and "stablehlo.pad" not in text, text
+    np.testing.assert_array_equal(a.grad.float().numpy(), t.grad.float().numpy())
+
+
+def test_split_pieces_keep_a_differentiable_gradient_under_create_graph():
+    """With create_graph the pieces' cotangents are summed as before (each keeps its tape), so
+    the gradient of the gradient is PyTorch's."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(1).standard_normal((3, 8)).astype(np.float32)
+    res = []
+    for lib in (fl, torch):
+        a = lib.from_numpy(x.copy()).requires_grad_(True)
+        p, q = a.split(4, dim=1)
+        (g,) = lib.autograd.grad((p ** 3).sum() + (q ** 2).sum(), a, create_graph=True)
+        (gg,) = lib.autograd.grad((g * g).sum(), a)
+        res.append((g.detach().numpy(), gg.numpy()))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-6)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-5)

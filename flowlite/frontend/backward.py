@@ -1,9 +1,9 @@
 """flowlite's reverse-mode engine: `backward()` and `grad()` over the tape.
 
 Layer: frontend — imports engine.backward_templates, engine.ir, engine.phases, engine.runtime,
-engine.tape, recording, tensor. The grad mode and the tape's entries (GradFn, AccumulateGrad)
-live in `tape`, below the tensor; this engine sits above the op front end because the VJPs it
-runs are written in flowlite ops.
+engine.tape, ops.shape, recording, tensor. The grad mode and the tape's entries (GradFn,
+AccumulateGrad) live in `tape`, below the tensor; this engine sits above the op front end
+because the VJPs it runs are written in flowlite ops.
 
 Every differentiable op run under grad mode with an input that requires grad
 gets a `GradFn`: the primitive, its static attributes, the input *nodes*
@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..engine import backward_templates as _templates
 from ..engine import ir, phases as _phases
 from ..engine.phases import clock as _clock
+from .ops.shape import PadSum, add_cotangents
 from .recording import rebind
 from ..engine.runtime import rt
 from ..engine.tape import (AccumulateGrad, GradFn, _TupleCotangent, _state, is_grad_enabled,
@@ -31,14 +32,16 @@ def __getattr__(name):      # backward._live: this thread's live GradFns (tests 
         return rt.local.live
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-def _accumulate(a, b):
+def _accumulate(a, b, pieces=True):
+    """a + b for cotangents; `pieces`: zero pads of disjoint pieces may stay a PadSum (backward
+    joins it when it reads the edge's cotangent; a tuple's elements are summed plainly)."""
     if a is None:
         return b
     if b is None:
         return a
     if isinstance(a, _TupleCotangent):
-        return _TupleCotangent(_accumulate(x, y) for x, y in zip(a, b))
-    return a + b
+        return _TupleCotangent(_accumulate(x, y, False) for x, y in zip(a, b))
+    return add_cotangents(a, b) if pieces else a + b
 
 
 def run_backward(roots, grads, *, retain_graph=False, create_graph=False, inputs=None,
@@ -201,6 +204,8 @@ def _execute(root_edges, deps, target_ids, useful, retain_graph, create_graph, a
                 continue
             done.add(k)
             g = pending.pop(k, None)
+            if type(g) is PadSum:
+                g = g.tensor()
             if target_ids is not None and k in target_ids:
                 for i in target_ids[k]:
                     captured[i] = g

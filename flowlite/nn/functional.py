@@ -110,6 +110,9 @@ def _legacy_reduction(size_average, reduce, reduction):
 # X.autocast.lower; those of its fp32 list (the losses, 3-D pooling, reflect/replicate padding)
 # are decorated with _autocast_fp32.
 
+_REDUCED = (D.bfloat16, D.float16)     # computed in float32 inside fused composites
+
+
 def _autocast_fp32(fn):
     """fn computing in float32 inside autocast regions (PyTorch's fp32 list): bfloat16 and
     float16 tensor arguments are cast to float32 first."""
@@ -1121,6 +1124,12 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     sc = 1.0 / math.sqrt(E) if scale is None else builtins.float(scale)
     if X.autocast.current() is not None:
         query, key, value, attn_mask = X.autocast.lower(query, key, value, attn_mask)
+    dt = query.dtype
+    if dt in _REDUCED:      # PyTorch's CPU attention kernel accumulates these in float
+        query, key, value = map(_float_inside, (query, key, value))
+        if attn_mask is not None and attn_mask.dtype is not D.bool_:
+            attn_mask = _float_inside(attn_mask)
+        return F.to_dtype(_sdpa(query, key, value, sc, ((attn_mask, True),), dropout_p)[0], dt)
     return _sdpa(query, key, value, sc, ((attn_mask, True),), dropout_p)[0]
 
 
@@ -1341,13 +1350,26 @@ _SQRT1_2 = 1.0 / math.sqrt(2.0)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
 
+def _float_inside(t):
+    """A bfloat16/float16 tensor as float32, for a composite that PyTorch computes as one
+    kernel: its CPU kernels (gelu and its backward, attention) compute reduced-precision
+    inputs in float and round once, at the output. Composed from ops that each round, it
+    would differ from PyTorch by several roundings, and XLA:CPU, which has no bf16
+    arithmetic, would convert around every op (bf16 gelu's backward: 27 converts)."""
+    return F.to_dtype(t, D.float32) if t is not None and t.dtype in _REDUCED else t
+
+
 def gelu(input, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got "
+                            f"{approximate!r}")
+    x = _float_inside(input)
     if approximate == "none":
-        return input * (F.erf(input * _SQRT1_2) + 1.0) * 0.5
-    if approximate == "tanh":
-        inner = (input + input * input * input * 0.044715) * _SQRT_2_OVER_PI
-        return input * (F.tanh(inner) + 1.0) * 0.5
-    raise ArgumentError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+        y = x * (F.erf(x * _SQRT1_2) + 1.0) * 0.5
+    else:
+        inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
+        y = x * (F.tanh(inner) + 1.0) * 0.5
+    return y if x is input else F.to_dtype(y, input.dtype)
 
 
 def silu(input, inplace=False):

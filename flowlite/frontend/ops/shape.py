@@ -180,6 +180,69 @@ concatenate_p = prim("concatenate", lambda a, *xs: jnp.concatenate(xs, axis=a[0]
                      bucket=B.rule_concatenate)
 
 
+# ---- cotangents of a tensor taken apart: one concatenate, not a chain of pad + add --------
+class PadSum:
+    """A cotangent summed from zero pads of disjoint pieces along one dim — what the backward
+    of split/chunk/narrow/unbind gives the tensor they were taken from — kept as its pieces
+    and joined by one concatenate (zeros in the gaps) when backward reads it.  Summed as
+    pad + add, XLA:CPU computes every element through selects and adds, and in bfloat16
+    converts around each add (nanoGPT's q, k, v split: 6.5 ms a step under autocast)."""
+    __slots__ = ("d", "shape", "dtype", "pieces")
+
+    def __init__(self, d, shape, dtype, pieces):
+        self.d, self.shape, self.dtype, self.pieces = d, shape, dtype, pieces
+
+    def tensor(self):
+        d, shape = self.d, self.shape
+        parts, at = [], 0
+        for start, t in sorted(self.pieces, key=lambda p: p[0]):
+            if start > at:
+                parts.append(zeros(shape[:d] + (start - at,) + shape[d + 1:], dtype=self.dtype))
+            parts.append(t)
+            at = start + t._node.shape[d]
+        if at < shape[d]:
+            parts.append(zeros(shape[:d] + (shape[d] - at,) + shape[d + 1:], dtype=self.dtype))
+        if len(parts) == 1:
+            return parts[0]
+        return apply(concatenate_p, tuple(parts), (d,), shape, self.dtype)
+
+
+def _pad_piece(t):
+    """(dim, start, the padded tensor) when t is a pending zero pad along one dim, else None."""
+    if type(t) is not Tensor or t._edge is not None:     # create_graph: keep the plain sum
+        return None
+    n = t._node
+    if n.op is not pad_p or n.value is not None:
+        return None
+    lo, hi, interior, value = n.attrs
+    if value != 0 or builtins.any(interior):
+        return None
+    dims = [j for j, (l_, h) in enumerate(zip(lo, hi)) if l_ or h]
+    if len(dims) != 1 or lo[dims[0]] < 0 or hi[dims[0]] < 0:
+        return None
+    return dims[0], lo[dims[0]], Tensor(n.inputs[0])
+
+
+def add_cotangents(a, b):
+    """a + b for backward's accumulation; disjoint zero pads along one dim stay a PadSum."""
+    pa = a if type(a) is PadSum else _pad_piece(a)
+    pb = _pad_piece(b)
+    if pa is not None and pb is not None:
+        if type(pa) is not PadSum:
+            pa = PadSum(pa[0], a._node.shape, a._node.dtype, [(pa[1], pa[2])])
+        d, start, t = pb
+        n = t._node.shape[d]
+        if (d == pa.d and b._node.shape == pa.shape and b._node.dtype is pa.dtype
+                and builtins.all(start + n <= s or s + p._node.shape[d] <= start
+                                 for s, p in pa.pieces)):
+            return PadSum(d, pa.shape, pa.dtype, pa.pieces + [(start, t)])
+    if type(a) is PadSum:
+        a = a.tensor()
+    if type(b) is PadSum:
+        b = b.tensor()
+    return a + b
+
+
 rev_p = prim("rev", lambda a, x: lax.rev(x, a[0]), lambda a, i, o, g: (_rev_prim(g, a[0]),))
 
 
