@@ -194,14 +194,18 @@ class PadSum:
 
     def tensor(self):
         d, shape = self.d, self.shape
+        dev = self.pieces[0][1].device
+
+        def gap(n):
+            return zeros(shape[:d] + (n,) + shape[d + 1:], dtype=self.dtype, device=dev)
         parts, at = [], 0
         for start, t in sorted(self.pieces, key=lambda p: p[0]):
             if start > at:
-                parts.append(zeros(shape[:d] + (start - at,) + shape[d + 1:], dtype=self.dtype))
+                parts.append(gap(start - at))
             parts.append(t)
             at = start + t._node.shape[d]
         if at < shape[d]:
-            parts.append(zeros(shape[:d] + (shape[d] - at,) + shape[d + 1:], dtype=self.dtype))
+            parts.append(gap(shape[d] - at))
         if len(parts) == 1:
             return parts[0]
         return apply(concatenate_p, tuple(parts), (d,), shape, self.dtype)
