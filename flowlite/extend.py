@@ -129,6 +129,20 @@ def device_array(t: Tensor):
     return n.value if n.op is _DATA else None
 
 
+def loading(fn):
+    """`fn` (a DataLoader's batch maker) running as data loading: arithmetic and casts of host
+    data in it (a dataset's per-sample transforms) are done on the host with numpy, so the
+    batch is host data, one argument of the step (flowlite.engine.host_data)."""
+    def load(*args):
+        local = _rt.local
+        local.loading += 1
+        try:
+            return fn(*args)
+        finally:
+            local.loading -= 1
+    return load
+
+
 def recorded_since_sync() -> int:
     """How many graph nodes this thread recorded since its last full sync (backward
     included): the size of the work a sync would run, or part of which a host read ran."""

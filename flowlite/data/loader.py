@@ -530,7 +530,11 @@ class DataLoader:
     # -- batches
 
     def _batch_maker(self) -> Callable[[Any], Any]:
-        """Build the function the loader thread calls per batch (holds no loader state)."""
+        """Build the function the loader thread calls per batch (holds no loader state); it
+        runs as data loading (extend.loading: per-sample arithmetic of host data on the host)."""
+        return extend.loading(self._make_batch())
+
+    def _make_batch(self) -> Callable[[Any], Any]:
         dataset, device, collate_fn = self.dataset, self.device, self.collate_fn
         if self.batch_size is None and not self._user_batch_sampler:
             convert = collate_fn or (lambda item: default_convert(item, device))
@@ -553,19 +557,21 @@ class DataLoader:
 
         def batches():
             stream = iter(dataset)
+            take = extend.loading(lambda: next(stream, _END))   # the dataset's transforms
+            collated = extend.loading(collate)
             if size is None:
-                for item in stream:
-                    yield collate(item)
+                while (item := take()) is not _END:
+                    yield collated(item)
                 return
             while True:
                 items = []
-                for item in stream:
+                while (item := take()) is not _END:
                     items.append(item)
                     if len(items) == size:
                         break
                 if not items or (drop and len(items) < size):
                     return
-                yield collate(items)
+                yield collated(items)
                 if len(items) < size:
                     return
         return batches

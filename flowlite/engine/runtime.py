@@ -51,6 +51,8 @@ class _ThreadState(threading.local):
         self.stream = KeyStream()    # the graph key of the pending work, as it is recorded
         self.autocast = None         # {device type: dtype} inside autocast regions
         self.growing = False         # True during a sync that cuts a growing graph (cuts.py)
+        self.loading = 0             # >0 while a DataLoader makes a batch: elementwise work on
+        #                              host data is done on the host (host_data.elementwise)
 
 
 class Runtime:

@@ -18,7 +18,8 @@ import numpy as np
 from ...engine.errors import ArgumentError, DTypeError
 from ...engine import dtypes as D
 from ...engine import ir
-from ...engine.host_data import HostNode as _HostNode, int_op
+from ...engine.host_data import (HostNode as _HostNode, _VIEW_OPS as _HOST_VIEWS,
+                                 convert as host_convert, elementwise as host_elementwise, int_op)
 from ..tensor import Tensor, apply, tensor, from_numpy, Size
 from ...engine.device import default_device, device as _make_device
 from ._registry import torch_op
@@ -281,12 +282,16 @@ def _binary(prim, x, y, result="promote"):
         dt = _promote(nx.dtype, ny.dtype)
     if result == "float" and dt.kind != "f":
         dt = D.default_float()
+    sx, sy = nx.shape, ny.shape
+    shape = sx if sx == sy else broadcast_shapes(sx, sy, op=prim.name)
+    if (nx.__class__ is _HostNode or ny.__class__ is _HostNode) and result != "bool":
+        h = host_elementwise(prim.name, x, y, dt, shape)    # a per-sample transform: now
+        if h is not None:
+            return Tensor(h)
     if nx.dtype is not dt:
         x = to_dtype(x, dt)
     if ny.dtype is not dt:
         y = to_dtype(y, dt)
-    sx, sy = nx.shape, ny.shape
-    shape = sx if sx == sy else broadcast_shapes(sx, sy, op=prim.name)
     return apply(prim, (x, y), (), shape, D.bool_ if result == "bool" else dt)
 
 
@@ -302,9 +307,14 @@ def _unary(prim, x, float_only=False):
 
 def to_dtype(x, dtype):
     d = D.canonical(D.from_any(dtype))
-    if x._node.dtype is d:
+    n = x._node
+    if n.dtype is d:
         return x
-    return apply(convert_p, (x,), (d,), x._node.shape, d)
+    if n.__class__ is _HostNode or n.op.name in _HOST_VIEWS and n.value is None:
+        h = host_convert(x, d)      # `img.to(float32)` of host data: done now
+        if h is not None:
+            return Tensor(h)
+    return apply(convert_p, (x,), (d,), n.shape, d)
 
 
 # ---- shape -----------------------------------------------------------------------------------
