@@ -298,8 +298,8 @@ def _operand(n, np_dtype):
 def elementwise(name, x, y, dtype, shape):
     """`x <op> y` for tensors x, y (one of them a HostNode, the other host data or a scalar,
     neither tracked by autograd) as a new HostNode of `dtype` and broadcast `shape`, computed
-    with numpy: IEEE float32/float64 or wrapping integer arithmetic, element for element what
-    XLA computes; or None (the op is recorded)."""
+    with numpy: correctly rounded float32/float64 or wrapping integer arithmetic, element for
+    element what PyTorch's CPU kernels give; or None (the op is recorded)."""
     fn = _HOST_OPS.get(name)
     nx, ny = x._node, y._node
     device = _hostable(x if nx.__class__ is HostNode else y, dtype, shape) \
