@@ -239,25 +239,24 @@ def _build(torch, nanogpt, cfg, autocast):
     return step
 
 
-def _time_step(step, n):
-    for _ in range(3):
-        step()
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        step()
-        ts.append(time.perf_counter() - t)
-    return _median(ts) * 1e3
-
-
-def _alone(fn, reps=30):
-    fn()
+def _timed(fn, reps, warmup=1):
+    """Median seconds of `reps` calls of fn, after `warmup` calls."""
+    for _ in range(warmup):
+        fn()
     ts = []
     for _ in range(reps):
         t = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t)
-    return _median(ts) * 1e6
+    return _median(ts)
+
+
+def _time_step(step, n):
+    return _timed(step, n, warmup=3) * 1e3        # ms
+
+
+def _alone(fn, reps=30):
+    return _timed(fn, reps) * 1e6                 # µs
 
 
 def child_flowlite(a):
