@@ -325,7 +325,8 @@ def test_a_per_sample_transform_in_a_data_loader_is_done_on_the_host():
 
 
 @pytest.mark.parametrize("case", ["int", "int true division", "scalar on the left",
-                                  "broadcast", "max/min", "torchvision ToTensor"])
+                                  "broadcast", "max/min", "torchvision ToTensor",
+                                  "torchvision Normalize"])
 def test_host_arithmetic_in_a_data_loader_matches_torch(case):
     rng = np.random.default_rng(1)
     a = rng.integers(-2 ** 20, 2 ** 20, (4, 3))
@@ -340,7 +341,11 @@ def test_host_arithmetic_in_a_data_loader_matches_torch(case):
                                           m.minimum(m.from_numpy(f), m.from_numpy(g))),
            # torchvision's ToTensor of an HWC uint8 image: a view, a cast, a division
            "torchvision ToTensor": lambda m: m.from_numpy(img).permute(2, 0, 1).contiguous()
-           .to(dtype=m.float32).div(255)}
+           .to(dtype=m.float32).div(255),
+           # torchvision's Normalize: in place on a clone, mean/std as (C, 1, 1) views
+           "torchvision Normalize": lambda m: m.from_numpy(f[:3, None, :]).clone()
+           .sub_(m.as_tensor([0.5, 0.4, 0.3]).view(-1, 1, 1))
+           .div_(m.as_tensor([0.2, 0.3, 0.25]).view(-1, 1, 1))}
     ours = _load(fl, lambda i: ops[case](fl))
     want = _load(torch, lambda i: ops[case](torch))
     assert isinstance(ours._node, HostNode)
