@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,13 +51,17 @@ m = GPT(); opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
 idx = torch.randint(0, V, (B, T)); y = torch.randint(0, V, (B, T))
 torch.sync()
 ts = []
-for _ in range(30):
+for i in range(30):
     a = time.perf_counter(); loss = m(idx, y); opt.zero_grad(); loss.backward(); opt.step(); loss.item()
     ts.append(time.perf_counter() - a)
+    if i == 0:      # the first step's program: where its compile went, and its kernels
+        step = [p for p in torch.metrics.summary()["compiles"]["costliest"]
+                if p["cause"].startswith("optimizer.step()")][0]
+        hlo = torch.debug.executable_text()
 c = torch.metrics.counters()
 print("@@" + json.dumps({"first": ts[0], "loop": sorted(ts[1:19])[9], "unrolled": sorted(ts[22:])[4],
                          "switch": ts[21], "runs": c["rerolled_runs"], "upgrades": c["rerolled_upgrades"],
-                         "loss": loss.item()}))
+                         "loss": loss.item(), "step": step, "hlo": hlo}))
 '''
 
 LSTM = r'''
@@ -83,6 +88,44 @@ print("@@" + json.dumps({"first": ts[0], "steady": sorted(ts[1:])[2], "runs": c[
 '''
 
 
+_NOT_KERNELS = {"parameter", "get-tuple-element", "tuple", "bitcast", "constant", "while",
+                "conditional", "call", "after-all", "partition-id", "replica-id"}
+
+
+def kernels(hlo: str) -> dict:
+    """Kernels of an optimised HLO module (what XLA:CPU emits and compiles one by one:
+    fusions, copies, dots, ...), by where they sit: `update` in conditional branches of more
+    than 4 kernels (the guarded optimizer update; fusion barriers are 1-kernel branches),
+    `loops` in while bodies, `step` the rest."""
+    blocks = re.split(r"\n(?=\S)", hlo)
+    called = {}
+    for b in blocks:
+        for m in re.finditer(r"body=%?([\w.\-]+)", b):
+            called[m.group(1)] = "loops"
+        for m in re.finditer(r"branch_computations=\{([^}]*)\}", b):
+            for name in m.group(1).split(","):
+                called.setdefault(name.strip().lstrip("%"), "branch")
+        for m in re.finditer(r"(?:true|false)_computation=%?([\w.\-]+)", b):
+            called.setdefault(m.group(1), "branch")
+    out = {"step": 0, "update": 0, "loops": 0}
+    for b in blocks:
+        head = b.split("\n", 1)[0]
+        name = head.split(" ", 2)[1 if head.startswith("ENTRY") else 0].lstrip("%")
+        if "fused_computation" in name or head.startswith("HloModule") or \
+                (name not in called and not head.startswith("ENTRY")):
+            continue
+        n = 0
+        for line in b.split("\n")[1:]:
+            m = re.match(r"\s*(?:ROOT )?%?\S+ = .*?\s([a-z][\w-]*)\(", line)
+            if m and m.group(1) not in _NOT_KERNELS:
+                n += 1
+        kind = called.get(name, "step")
+        if kind == "branch":
+            kind = "update" if n > 4 else "step"
+        out[kind] += n
+    return out
+
+
 def child(src, arg, reroll, timeout):
     env = dict(os.environ, FLOWLITE_CACHE_DIR=tempfile.mkdtemp(prefix="flc_"),
                FLOWLITE_REROLL="1" if reroll else "0",
@@ -104,21 +147,25 @@ def main():
     ap.add_argument("--lengths", default="10,100,1000")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per process")
     a = ap.parse_args()
-    print("| GPT layers | re-roll | first step s | steady ms (first 20 steps) | steady ms (after) "
+    print("| GPT layers | re-roll | first step s | of it: lowering s / XLA s | kernels: all "
+          "(update, loop bodies) | steady ms (first 20 steps) | steady ms (after) "
           "| step that switches s | loss |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for d in [int(v) for v in a.depths.split(",") if v]:
         for on in (True, False):
             r = child(GPT, d, on, a.timeout)
             if r is None:
-                print(f"| {d} | {'on' if on else 'off'} | > {a.timeout} s | | | | |")
+                print(f"| {d} | {'on' if on else 'off'} | > {a.timeout} s | | | | | | |")
                 continue
             rolled = r["runs"] > 0
             note = ("" if rolled else " (no run)") if on else ""
             if rolled and not r["upgrades"]:
                 note += " (stays a loop)"
+            k, st = kernels(r["hlo"]), r["step"]
             print(f"| {d} | {'on' if on else 'off'}{note} | "
-                  f"{r['first']:.2f} | {r['loop'] * 1e3:.1f} | {r['unrolled'] * 1e3:.1f} | "
+                  f"{r['first']:.2f} | {st['lowering_s']:.2f} / {st['xla_s']:.2f} | "
+                  f"{sum(k.values())} ({k['update']}, {k['loops']}) | "
+                  f"{r['loop'] * 1e3:.1f} | {r['unrolled'] * 1e3:.1f} | "
                   f"{r['switch']:.2f} | {r['loss']:.4f} |", flush=True)
     print()
     print("| LSTMCell steps | re-roll | first step s | steady ms | loss |")

@@ -189,3 +189,38 @@ def test_real_program_runner_without_iterations(tmp_path):
                                sys.executable, str(tmp_path / "cache"))
     assert r["error"] is None and r["iterations"] == 0 and "steady_ms" not in r
     assert r["whole_run_s"] > 0 and r["peak_rss_mb"] > 50
+
+
+def test_compile_depth_counts_kernels_by_where_they_run():
+    """bench/compile_depth.py's kernel count of an optimised HLO module: a scan's body is
+    `loops`, a conditional branch of more than 4 kernels is `update` (the guarded optimizer
+    update), a 1-kernel branch (a fusion barrier) and the entry are `step`."""
+    import jax
+    import jax.numpy as jnp
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import compile_depth
+
+    def f(x, ws, p):
+        def body(h, w):
+            h = jnp.tanh(h @ w)
+            return h, h.sum(axis=0)
+        h, ys = jax.lax.scan(body, x, ws)
+        ok = h.sum() > 0
+        barrier = jax.lax.cond(h[0, 0] > 0, lambda v: v, lambda v: v + 1.0, h)
+
+        def update(p):      # several kernels: reductions and dots don't fuse together
+            a = jnp.sort(p, axis=0)
+            b = (p @ p.T).sum(axis=1)
+            c = jnp.cumsum(p, axis=1)
+            return jnp.tanh(a) + b[:, None] + c.max() + (a @ c).sum()
+        return jax.lax.cond(ok, update, lambda p: p, p), ys, barrier
+
+    x = jnp.ones((4, 8))
+    text = jax.jit(f).lower(x, jnp.ones((5, 8, 8)) * 0.1, jnp.ones((8, 8))).compile().as_text()
+    k = compile_depth.kernels(text)
+    assert set(k) == {"step", "update", "loops"}
+    assert k["loops"] >= 1 and k["update"] > 4 and k["step"] >= 1, k
+    # the same count with no loop and no branch: everything is `step`
+    flat = jax.jit(lambda a: jnp.tanh(a @ a).sum(axis=0)).lower(x.T @ x).compile().as_text()
+    assert compile_depth.kernels(flat)["update"] == 0 == compile_depth.kernels(flat)["loops"]
+    assert compile_depth.kernels(flat)["step"] >= 1

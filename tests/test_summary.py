@@ -129,3 +129,45 @@ def test_note_cut_and_summary_in_process():
     assert "host time by phase" not in text
     metrics.reset()
     assert metrics.summary()["graph_cuts"] == []
+
+
+def test_summary_splits_a_compile_into_lowering_and_xla(tmp_path):
+    """Where a first step's compile goes: JAX tracing + lowering and XLA's compiler, per
+    program (the costliest three) and in all, in summary() and its text; the executable's
+    statistics carry the same split.  A program loaded from the store of executables has
+    neither (nothing was lowered or compiled)."""
+    from flowlite.engine import exec_store
+    metrics.reset()
+    old = exec_store._state["dir"]
+    exec_store.configure(str(tmp_path / "store"))
+    try:
+        x = fl.randn(16, 16)
+        w = fl.randn(16, 16, requires_grad=True)
+        ((x @ w).tanh() * 3.5).sum().backward()
+        w.grad.sum().item()
+        s = metrics.summary()["compiles"]
+        assert s["compiled"] >= 1
+        top = s["costliest"]
+        assert 1 <= len(top) <= 3
+        assert [p["seconds"] for p in top] == sorted((p["seconds"] for p in top), reverse=True)
+        for p in top:
+            assert p["lowering_s"] > 0 and p["xla_s"] > 0
+            assert p["lowering_s"] + p["xla_s"] <= p["seconds"] * (1 + 1e-9)
+            assert p["nodes"] >= 1 and p["cause"]
+        assert s["lowering_s"] >= sum(p["lowering_s"] for p in top) * (1 - 1e-9)
+        assert s["xla_s"] >= sum(p["xla_s"] for p in top) * (1 - 1e-9)
+        assert any(".item() at test_summary.py:" in p["cause"] for p in top)
+        text = metrics.format_summary()
+        assert re.search(r"of the programs compiled: tracing and lowering [0-9.]+ s, XLA's "
+                         r"compiler [0-9.]+ s; the costliest:", text)
+        assert re.search(r"s  \.item\(\) at test_summary\.py:\d+: \d+ nodes \(lowering "
+                         r"[0-9.]+ s, XLA [0-9.]+ s\)", text)
+        stats = fl.debug.executables()[-1]
+        assert stats["lower_s"] > 0 and stats["xla_compile_s"] > 0
+    finally:
+        exec_store._state["dir"] = old
+        metrics.reset()
+    # nothing compiled since the reset: no split, no costliest lines
+    s = metrics.summary()["compiles"]
+    assert s["costliest"] == [] and s["lowering_s"] == 0 == s["xla_s"]
+    assert "tracing and lowering" not in metrics.format_summary()

@@ -738,8 +738,10 @@ def _admit(exe, compile_s, order, leaves, scalars, roots, n_args, cause, device,
     hit (None), and refuse an executable whose new memory can't fit (OutOfMemoryError,
     nothing run)."""
     if compile_s is not None:
+        st = getattr(exe, "stats", None) or {}
+        parts = (st["lower_s"], st["xla_compile_s"]) if "lower_s" in st else None
         metrics.note_compile(compile_s, len(order), n_args, len(roots), cause + note,
-                             exe.loaded)
+                             exe.loaded, parts=parts)
         rt.on_compile(cause, order, leaves, scalars, roots, exe)
     else:
         exe.hits += 1

@@ -427,14 +427,18 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
         guards = tuple((pos, slot[id(leaves[partners[i]])]) for pos, i in enumerate(order_of)
                        if partners[i] is not None)
     rolled = []
+    t0 = time.perf_counter()
     lowered = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
                             args, check_slots, guards, chain, roll, rolled, name)
+    lower_s = time.perf_counter() - t0
+    metrics._C["lower_s"] += lower_s
     n_in, donated = len(args), tuple(getattr(args[j], "nbytes", 0) for j in donate)
 
     def finish():
         t0 = time.perf_counter()
         compiled = lowered.compile()
         compile_s = time.perf_counter() - t0
+        metrics._C["xla_compile_s"] += compile_s
         _trim()
         where = None
         if perm is not None:
@@ -445,9 +449,10 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
                 where.extend(range(len(perm), len(perm) + 1 + chain))   # ok, flags stay last
         guarded = frozenset(i for i, p in enumerate(partners) if p is not None) \
             if check_slots and partners else frozenset()
+        stats = _stats(compiled, n_in, len(out_slots), donate, donated)
+        stats.update(lower_s=lower_s, xla_compile_s=compile_s)
         exe = finish_executable(compiled, where, len(out_slots), donate, len(check_slots),
-                                bool(chain and check_slots), guarded, tuple(rolled),
-                                _stats(compiled, n_in, len(out_slots), donate, donated))
+                                bool(chain and check_slots), guarded, tuple(rolled), stats)
         if compile_s > 0.25:     # small programs (eager mode's per-op ones) leave little behind
             _release_compile_memory()
         return exe, compile_s

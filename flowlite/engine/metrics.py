@@ -29,10 +29,16 @@ _C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_c
       "graph_cuts": 0, "background_compiles": 0, "executable_loads": 0,
       "executable_saves": 0, "executable_store_rejects": 0,
       "executable_store_unserializable": 0,
-      "trace_s": 0.0, "sync_s": 0.0, "compile_s": 0.0, "execute_s": 0.0}
+      "trace_s": 0.0, "sync_s": 0.0, "compile_s": 0.0, "execute_s": 0.0,
+      # of the programs compiled (not loaded): JAX tracing + lowering to StableHLO, and
+      # XLA's compile (background compiles included)
+      "lower_s": 0.0, "xla_compile_s": 0.0}
 _sync_causes: collections.Counter = collections.Counter()
 _bucket_misses: dict = {}   # (why a length family could not be bucketed, its sync's cause) -> n
 _compile_log: list = []
+# (seconds, cause, nodes, lowering s, XLA s) of each program compiled in the foreground: where
+# a first step's time went, for the summary
+_compile_parts: list = []
 _cuts: collections.Counter = collections.Counter()   # (user's line, what was cut) -> n
 
 
@@ -49,6 +55,8 @@ def reset() -> None:
     _sync_causes.clear()
     _bucket_misses.clear()
     _compile_log.clear()
+    if not clock.on:
+        _compile_parts.clear()
     _cuts.clear()
     _timing.last_end = None
     for hook in rt.on_reset:
@@ -128,13 +136,19 @@ def persistent_hits() -> int:
 
 
 def note_compile(seconds: float, n_nodes: int, n_inputs: int, n_outputs: int, cause: str,
-                 loaded: bool = False, background: bool = False) -> None:
+                 loaded: bool = False, background: bool = False, parts=None) -> None:
     """An in-memory cache miss: `seconds` to build the executable, `loaded` when XLA's
     program came from the persistent cache instead of a compile; `background`: compiled on
-    a background thread (no host time of the sync in progress)."""
+    a background thread (no host time of the sync in progress); `parts`: (lowering s,
+    XLA compile s) of a program compiled here."""
     _C["compiles"] += 1
     _C["compile_s"] += seconds
     _compile_log.append((cause, n_nodes, n_inputs, n_outputs, seconds, loaded))
+    if parts is not None and not loaded:
+        _compile_parts.append((seconds, cause, n_nodes) + tuple(parts))
+        if len(_compile_parts) > 64:        # the costliest are what the summary shows
+            _compile_parts.sort(reverse=True)
+            del _compile_parts[8:]
     if background:
         _C["background_compiles"] += 1
     else:
@@ -326,7 +340,11 @@ def summary(top: int = 8) -> dict:
         "compiles": {"count": c["compiles"], "seconds": c["compile_s"],
                      "compiled": c["compiles"] - log_loaded, "loaded": log_loaded,
                      "loaded_without_tracing": c["executable_loads"],
-                     "persistent_cache_dir": _persistent_cache_dir()},
+                     "persistent_cache_dir": _persistent_cache_dir(),
+                     "lowering_s": c["lower_s"], "xla_s": c["xla_compile_s"],
+                     "costliest": [{"seconds": p[0], "cause": p[1], "nodes": p[2],
+                                    "lowering_s": p[3], "xla_s": p[4]}
+                                   for p in sorted(_compile_parts, reverse=True)[:3]]},
         "phases_s": acc if on else None,
         "executions": c["executions"],
         "syncs": c["syncs"],
@@ -365,6 +383,11 @@ def format_summary(s: dict = None) -> str:
                  + (f" {where}" if where else "; the persistent cache is off")
                  + (f", {cc['loaded_without_tracing']} of them without tracing"
                     if cc.get("loaded_without_tracing") else "") + ")")
+    if cc["costliest"]:
+        lines.append(f"    of the programs compiled: tracing and lowering {cc['lowering_s']:.2f} s, "
+                     f"XLA's compiler {cc['xla_s']:.2f} s; the costliest:")
+        lines.extend(f"    {p['seconds']:7.2f} s  {p['cause']}: {p['nodes']} nodes (lowering "
+                     f"{p['lowering_s']:.2f} s, XLA {p['xla_s']:.2f} s)" for p in cc["costliest"])
     ph = s["phases_s"]
     if ph is not None:
         lines.append("  host time by phase:")
