@@ -431,14 +431,12 @@ def build_executable(order, leaves, scalars, slot, out_slots, device, donate, ar
     lowered = lower_program(order, leaves, scalars, slot, lowered_slots, device, donate,
                             args, check_slots, guards, chain, roll, rolled, name)
     lower_s = time.perf_counter() - t0
-    metrics._C["lower_s"] += lower_s
     n_in, donated = len(args), tuple(getattr(args[j], "nbytes", 0) for j in donate)
 
     def finish():
         t0 = time.perf_counter()
         compiled = lowered.compile()
         compile_s = time.perf_counter() - t0
-        metrics._C["xla_compile_s"] += compile_s
         _trim()
         where = None
         if perm is not None:

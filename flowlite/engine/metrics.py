@@ -30,8 +30,8 @@ _C = {"compiles": 0, "cache_hits": 0, "executions": 0, "syncs": 0, "persistent_c
       "executable_saves": 0, "executable_store_rejects": 0,
       "executable_store_unserializable": 0,
       "trace_s": 0.0, "sync_s": 0.0, "compile_s": 0.0, "execute_s": 0.0,
-      # of the programs compiled (not loaded): JAX tracing + lowering to StableHLO, and
-      # XLA's compile (background compiles included)
+      # of the programs compiled here (not loaded, not in the background): JAX tracing +
+      # lowering to StableHLO, and XLA's compile
       "lower_s": 0.0, "xla_compile_s": 0.0}
 _sync_causes: collections.Counter = collections.Counter()
 _bucket_misses: dict = {}   # (why a length family could not be bucketed, its sync's cause) -> n
@@ -145,6 +145,8 @@ def note_compile(seconds: float, n_nodes: int, n_inputs: int, n_outputs: int, ca
     _C["compile_s"] += seconds
     _compile_log.append((cause, n_nodes, n_inputs, n_outputs, seconds, loaded))
     if parts is not None and not loaded:
+        _C["lower_s"] += parts[0]
+        _C["xla_compile_s"] += parts[1]
         _compile_parts.append((seconds, cause, n_nodes) + tuple(parts))
         if len(_compile_parts) > 64:        # the costliest are what the summary shows
             _compile_parts.sort(reverse=True)
