@@ -26,6 +26,8 @@ MATMUL_SHAPES = [
     ((5, 2, 4), (4,)),         # batched @ vector
     ((2, 1, 3, 4), (5, 4, 2)),  # batch dims broadcast against each other
     ((1, 4), (4, 1)),          # size-1 everywhere
+    ((2, 3, 2, 4), (4, 3)),    # two batch dims @ matrix
+    ((2, 4), (3, 2, 4, 3)),    # matrix @ two batch dims
 ]
 
 
@@ -46,7 +48,26 @@ def test_matmul_broadcasting_cases_values_and_grads(x64):
 
     outs = check_grad(fl_fn, jnp_fn, *arrays)
     assert [tuple(o.shape) for o in outs] == [(), (3,), (2,), (2, 3), (5, 2, 3), (5, 2, 3),
-                                             (5, 2, 3), (5, 3), (5, 2), (2, 5, 3, 2), (1, 1)]
+                                             (5, 2, 3), (5, 3), (5, 2), (2, 5, 3, 2), (1, 1),
+                                             (2, 3, 2, 3), (3, 2, 2, 3)]
+
+
+@pytest.mark.parametrize("batched_left", [True, False])
+def test_matrix_broadcast_over_a_batch_gets_its_gradient_from_one_dot(batched_left):
+    # x (T, B, K) @ w (K, N): w's gradient is one (K, T*B) @ (T*B, N) dot, not T dots and a
+    # sum over T (XLA:CPU's sum over a leading dim was ~30x the dot: word_language_model)
+    x = fl.randn(7, 5, 4, requires_grad=True)
+    w = fl.randn(4, 3, requires_grad=True)
+    out = x @ w if batched_left else fl.matmul(w.mT, x.mT)
+    out.sum().backward()
+    node = w.grad._node
+    while node.op.name in ("transpose", "reshape"):
+        node = node.inputs[0]
+    assert node.op.name == "matmul"
+    assert [len(i.shape) for i in node.inputs] == [2, 2]
+    # the cotangent is all ones: every column of w's gradient is x summed over (T, B)
+    want = np.broadcast_to(np.asarray(x.detach()).sum((0, 1))[:, None], (4, 3))
+    np.testing.assert_allclose(np.asarray(w.grad), want, rtol=1e-5)
 
 
 def test_bmm_mm_dot_outer_and_methods(x64):

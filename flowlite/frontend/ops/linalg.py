@@ -27,7 +27,23 @@ from . import _autocast
 # ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
 def _matmul_vjp(a, i, o, g):
     x, y = i
-    return _st(matmul(g, mT(y)), x), _st(matmul(mT(x), g), y)
+    gx = mT(_flat_grad(mT(g), mT(y))) if x.ndim == 2 < y.ndim else None
+    gy = _flat_grad(g, x) if y.ndim == 2 < x.ndim else None
+    return (_st(matmul(g, mT(y)), x) if gx is None else gx,
+            _st(matmul(mT(x), g), y) if gy is None else gy)
+
+
+def _flat_grad(g, x):
+    """The gradient of the 2-D operand w of x (..., M, K) @ w, which matmul broadcast over x's
+    batch dims, as ONE dot that contracts them too: x.reshape(-1, K)ᵀ @ g.reshape(-1, N) —
+    not a batched dot and then a sum over the batch, which XLA:CPU (YNNPACK's reduce) runs
+    ~30x slower than the dot: 103 ms a step for word_language_model's (35, 200, 800), the one
+    dot 5 ms.  w @ y takes it transposed: (gᵀ, yᵀ) give wᵀ's.  None where x's batch dims
+    are themselves broadcast against g's."""
+    k, n = x.shape[-1], g.shape[-1]
+    if tuple(x.shape[:-1]) != tuple(g.shape[:-1]):
+        return None
+    return matmul(mT(reshape(x, (-1, k))), reshape(g, (-1, n)))
 
 
 matmul_p = prim("matmul", lambda a, x, y: jnp.matmul(
