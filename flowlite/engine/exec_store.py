@@ -1,6 +1,6 @@
 """flowlite's own persistent store of compiled executables: a warm start without tracing.
 
-Layer: engine — imports dtypes, ir, lowering, matmul_precision, metrics, reroll. JAX's
+Layer: engine — imports dtypes, ir, lowering, matmul_precision, metrics, onednn, reroll. JAX's
 persistent compilation cache (cache.py) keys a program by its lowered StableHLO, so a second
 process still traces and lowers every program through JAX only to find its entry (nanoGPT's
 README config: ~1 s of its first iteration). This store keys the compiled executable by
@@ -44,7 +44,7 @@ import types
 import jax
 import numpy as np
 
-from . import dtypes, ir, lowering, matmul_precision, metrics, reroll
+from . import dtypes, ir, lowering, matmul_precision, metrics, onednn, reroll
 
 _MAGIC = b"flowlite-executable 1\n"
 _SUBDIR = "flowlite-executables"
@@ -211,7 +211,7 @@ def environment(device) -> str:
         version = "?"
     knobs = (lowering._BREAK_DEPTH, lowering.guards_in_conditional(device),
              reroll.reroll_enabled(), reroll.MIN_ENTRIES, reroll.MIN_PERIOD, reroll.MIN_REPS,
-             reroll.UPGRADE_AFTER, reroll.UPGRADE_MAX_REPS)
+             reroll.UPGRADE_AFTER, reroll.UPGRADE_MAX_REPS, onednn.enabled())
     return "|".join(map(str, (
         _fixed_environment(), jd.platform, getattr(jd, "device_kind", "?"), jd.id, version,
         jax.device_count(), jax.process_count(), _config("jax_enable_x64"),

@@ -1,6 +1,6 @@
 """Linear algebra: matmul/bmm/mm, dot, outer, einsum.
 
-Layer: frontend — imports engine.buckets, engine.errors, engine.matmul_precision,
+Layer: frontend — imports engine.buckets, engine.errors, engine.matmul_precision, engine.onednn,
 engine.runtime, ops._autocast, ops._core, ops._registry, ops.elementwise, ops.shape, tensor. The
 family's primitives (`<name>_p`) are declared here, beside the front end that records them:
 their gradient rules call the ops of this module and of those before it.
@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from ...engine.errors import ArgumentError, DTypeError
 from ...engine import buckets as B
+from ...engine import onednn
 from ..tensor import apply, Tensor
 from ...engine.matmul_precision import for_operands as _precision
 from ...engine.runtime import rt
@@ -46,8 +47,14 @@ def _flat_grad(g, x):
     return matmul(mT(reshape(x, (-1, k))), reshape(g, (-1, n)))
 
 
-matmul_p = prim("matmul", lambda a, x, y: jnp.matmul(
-    x, y, precision=a[0] if a else _precision(x, y)), _matmul_vjp, bucket=B.rule_matmul)
+def _matmul_lower(a, x, y):
+    # batched float32 matmuls on CPU: oneDNN's, where measured faster (engine/onednn.py)
+    out = None if a else onednn.bmm(x, y)
+    return out if out is not None else jnp.matmul(x, y, precision=a[0] if a else
+                                                  _precision(x, y))
+
+
+matmul_p = prim("matmul", _matmul_lower, _matmul_vjp, bucket=B.rule_matmul)
 
 
 def _einsum_vjp(a, i, o, g):
@@ -72,8 +79,12 @@ def _einsum_vjp(a, i, o, g):
     return tuple(grads)
 
 
-einsum_p = prim("einsum", lambda a, *xs: jnp.einsum(a[0], *xs, precision=_precision(*xs)),
-                _einsum_vjp, bucket=B.rule_einsum)
+def _einsum_lower(a, *xs):
+    out = onednn.einsum(a[0], *xs) if len(xs) == 2 else None
+    return out if out is not None else jnp.einsum(a[0], *xs, precision=_precision(*xs))
+
+
+einsum_p = prim("einsum", _einsum_lower, _einsum_vjp, bucket=B.rule_einsum)
 
 
 
