@@ -13,8 +13,9 @@ An iteration ends when the program's (first) optimizer's `step()` returns — or
 word_language_model, which updates its parameters by hand, when `clip_grad_norm_` does
 (bench/real_runner.py records the time).  Printed per program:
 
-  steady ms/iteration   mean over the later two thirds of the iterations, up to when the
-                        last one had finished on the device
+  steady ms/iteration   mean over the later two thirds of the iterations, from when the
+                        first of them had finished on the device (real_runner waits there)
+                        to when the last one had
   first iteration       process start to the end of the first iteration (imports, data,
                         compile included), flowlite with a cold and with a warm cache
   whole run             process start to exit, every iteration included

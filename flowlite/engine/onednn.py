@@ -8,7 +8,7 @@ where PyTorch's bmm takes 2.1.  jaxlib links oneDNN, and its matmul primitive, r
 XLA's `__onednn$matmul` custom call (run by XLA's OneDnnOpThunk), uses every core: 1.9-2.0 ms.
 With FLOWLITE_ONEDNN=1 the CPU lowering of a float32 matmul or two-operand einsum with the
 same batch dims on both operands (every matrix dim at least 8) emits that custom call; all
-else stays XLA's.  nanoGPT's mid config: step 860 -> 775 ms (bench/RESULTS.md).
+else stays XLA's.  nanoGPT's mid config: step 857-861 -> 790-809 ms (bench/RESULTS.md).
 
 Off by default because XLA can't serialize a program that holds the custom call (jaxlib
 0.10.2: `serialize_executable` fails with std::bad_alloc): neither flowlite's store of
@@ -82,8 +82,9 @@ def _lower_cpu(ctx, a, b, *, ta, tb):
         return ir.DenseIntElementsAttr.get(np.arange(len(v.shape) - 1, -1, -1, dtype=np.int64),
                                            type=ir.IndexType.get())
     op = stablehlo.CustomCallOp(
-        [mlir.aval_to_ir_type(ctx.module_context, out)], [a, b], ir.StringAttr.get("__onednn$matmul"),
-        has_side_effect=ir.BoolAttr.get(False), backend_config=ir.StringAttr.get(cfg),
+        [mlir.aval_to_ir_type(ctx.module_context, out)], [a, b],
+        ir.StringAttr.get("__onednn$matmul"), has_side_effect=ir.BoolAttr.get(False),
+        backend_config=ir.StringAttr.get(cfg),
         api_version=ir.IntegerAttr.get(ir.IntegerType.get_signless(32), 1),
         operand_layouts=ir.ArrayAttr.get([row_major(v) for v in ctx.avals_in]),
         result_layouts=ir.ArrayAttr.get([row_major(out)]))
