@@ -328,3 +328,22 @@ def test_nansum_gradient_against_jax(x64):
     a[1, :] = 0.5                                    # finite sums for the jax reference
     check_grad(lambda t: (fl.nansum(t, 1), fl.nanmean(t, 0)),
                lambda t: (jnp.nansum(t, 1), jnp.nanmean(t, 0)), a)
+
+
+@pytest.mark.parametrize("dims,keepdim", [(0, False), ((0, 1), False), (0, True), (-3, False)])
+def test_float32_sum_over_leading_dims_is_a_dot_on_cpu(dims, keepdim):
+    # XLA:CPU's YNNPACK reduce over a short leading dim of a wide array was 20-80x slower than
+    # a dot with ones (a broadcast operand's gradient summed over the batch); values as jnp's
+    x = np.random.default_rng(3).standard_normal((5, 6, 7)).astype(np.float32)
+    got = fl.tensor(x).sum(dims, keepdim=keepdim)
+    want = np.asarray(jnp.sum(x, axis=dims, keepdims=keepdim))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+    text = fl.debug.executable_text(-1)
+    assert " dot(" in text and " reduce(" not in text
+
+
+def test_other_sums_stay_reductions():
+    x = np.random.default_rng(4).standard_normal((5, 6, 7)).astype(np.float32)
+    got = fl.tensor(x).sum(1)           # not a leading dim
+    np.testing.assert_allclose(np.asarray(got), x.sum(1), rtol=1e-5, atol=1e-5)
+    assert " reduce(" in fl.debug.executable_text(-1)
