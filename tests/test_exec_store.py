@@ -161,3 +161,16 @@ def test_a_key_that_names_a_user_function_is_left_to_jax():
         exec_store._canon(lambda a: a)              # a function of the user's: by identity
     with pytest.raises(exec_store.Unportable):
         exec_store._canon(object())
+
+
+def test_a_pickled_aval_keeps_jaxs_own_auto_layout():
+    """jax 0.12 compares avals' layouts by identity, and a stored executable's result avals
+    are pickled: `Layout.AUTO` came back as a second object, and a lax.cond over a loaded
+    program's output beside a fresh value failed to trace ("cond branches must have equal
+    output types ... the layouts do not match"; the checked update on every warm start)."""
+    import jax
+    import jax.numpy as jnp
+    aval = jax.typeof(jnp.ones(3, jnp.float32))
+    back = pickle.loads(pickle.dumps(aval))
+    assert getattr(back, "layout", None) is getattr(aval, "layout", None)
+    assert back == aval

@@ -14,7 +14,7 @@ import pytest
 import flowlite as fl
 from flowlite.engine import onednn
 
-OFFERED = version("jaxlib").startswith("0.10.") and \
+OFFERED = version("jaxlib").startswith(onednn._TESTED_JAXLIB) and \
     platform.machine().lower() in ("x86_64", "amd64")
 pytestmark = pytest.mark.filterwarnings("ignore:flowlite.*recompiled:UserWarning")
 

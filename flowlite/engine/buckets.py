@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import SingleDeviceSharding
+from jax.sharding import make_single_device_sharding
 
 from . import ir
 from .lowering import (Draws, Executable, _stats, draw_groups, load_arguments, lower_for,
@@ -834,7 +834,7 @@ def build(tpl, nodes, outs, chk, S, device, arg_specs, step=False, donate=(), gu
         return tuple(res)
 
     t0 = time.perf_counter()
-    jitted = jax.jit(run, out_shardings=SingleDeviceSharding(device.jax_device),
+    jitted = jax.jit(run, out_shardings=make_single_device_sharding(device.jax_device),
                      donate_argnums=donate)
     compiled = lower_for(jitted, device, arg_specs).compile()
     exe = Executable(compiled, len(outs), donate)

@@ -28,6 +28,7 @@ Entries are pickles: like JAX's own cache, the directory must be trusted (it is 
 from __future__ import annotations
 
 import contextlib
+import copyreg
 import enum
 import functools
 import hashlib
@@ -46,10 +47,32 @@ import numpy as np
 
 from . import dtypes, ir, lowering, matmul_precision, metrics, onednn, reroll
 
-_MAGIC = b"flowlite-executable 1\n"
+_MAGIC = b"flowlite-executable 2\n"     # 2: avals' AutoLayout pickled by reference (below)
 _SUBDIR = "flowlite-executables"
 _state = {"dir": None, "on": os.environ.get("FLOWLITE_EXECUTABLE_CACHE", "1").strip().lower()
           not in ("0", "off", "false", "no")}
+
+
+def _auto_layout():
+    from jax.experimental.layout import Layout
+    return Layout.AUTO
+
+
+def _keep_auto_layout_a_singleton() -> None:
+    """Pickle JAX's `Layout.AUTO` as a reference to the one instance.  jax 0.12 puts it in
+    every aval, compares layouts by identity, and pickles it (inside a serialized
+    executable's result avals) as a plain object: a loaded program's outputs then carried
+    a second AUTO, and a `lax.cond` over one of them and a fresh value failed ("cond branches
+    must have equal output types ... the layouts do not match")."""
+    try:
+        from jax.experimental.layout import Layout
+        auto = Layout.AUTO
+    except (ImportError, AttributeError):       # a JAX without layouts in its avals
+        return
+    copyreg.pickle(type(auto), lambda _: (_auto_layout, ()))
+
+
+_keep_auto_layout_a_singleton()
 
 
 def configure(cache_dir) -> None:

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax.sharding import SingleDeviceSharding
+from jax.sharding import make_single_device_sharding
 
 from . import fusion, matmul_precision, metrics, reroll
 from .device import platform_of
@@ -162,7 +162,7 @@ def lower_program(order, leaves, scalars, slot, out_slots, device, donate, args,
         jitted = jax.jit(run_program, donate_argnums=donate)
     else:
         jitted = jax.jit(run_program, donate_argnums=donate,
-                         out_shardings=SingleDeviceSharding(device.jax_device))
+                         out_shardings=make_single_device_sharding(device.jax_device))
     return lower_for(jitted, device, args)
 
 

@@ -10,11 +10,11 @@ With FLOWLITE_ONEDNN=1 the CPU lowering of a float32 matmul or two-operand einsu
 same batch dims on both operands (every matrix dim at least 8) emits that custom call; all
 else stays XLA's.  nanoGPT's mid config: step 857-861 -> 790-809 ms (bench/RESULTS.md).
 
-Off by default because XLA can't serialize a program that holds the custom call (jaxlib
-0.10.2: `serialize_executable` fails with std::bad_alloc): neither flowlite's store of
+Off by default because, on jaxlib 0.10.2, XLA can't serialize a program that holds the
+custom call (`serialize_executable` fails with std::bad_alloc): neither flowlite's store of
 executables nor JAX's persistent cache keeps it, so every process compiles such programs
 again (nanoGPT's README config, warm first iteration: 1.9 -> 5.3 s).  Where training runs
-long, the steady gain outweighs that.
+long, the steady gain outweighs that.  jaxlib 0.12.1 serializes and reloads such programs.
 
 Not XLA's oneDNN *fusion* path (`--xla_cpu_experimental_onednn_fusion_type=dot`): it also
 takes the elementwise producers of a dot's operands into the fusion, and when oneDNN's graph
@@ -22,8 +22,8 @@ API fails to compile such a partition ("partition compile failed") the process d
 — `jax.jit(lambda a, b, v: (a * b) @ v)` under that flag reproduces it.  The custom call is
 one oneDNN matmul primitive on materialised row-major operands, nothing fused.
 
-Only on jaxlib 0.10.x (the custom call's configuration is XLA-internal) on x86-64; measured on
-an AVX2 CPU only.  Decided once, at the first lowering; part of the executable store's key.
+Only on the jaxlib versions in _TESTED_JAXLIB (the custom call's configuration is XLA-internal;
+tests/test_onednn.py checks values, gradients and the call in the program on each) on x86-64.  Decided once, at the first lowering; part of the executable store's key.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-_TESTED_JAXLIB = ("0.10.",)
+_TESTED_JAXLIB = ("0.10.", "0.12.")
 _MIN_DIM = 8            # smaller matrices: XLA's own dot is as fast (a primitive per call)
 
 
