@@ -9,6 +9,12 @@ compiled program.  `check_fd` compares flowlite's gradients with central finite 
 from __future__ import annotations
 
 import contextlib
+import os
+import tempfile
+
+# the kernel choices a test run times (engine/onednn.py) stay in the run, not in the user's table
+os.environ.setdefault("FLOWLITE_KERNEL_TABLE",
+                      os.path.join(tempfile.mkdtemp(prefix="flowlite-kernels-"), "kernels.json"))
 
 import jax
 import jax.numpy as jnp

@@ -1,8 +1,10 @@
-"""The opt-in oneDNN batched matmul (FLOWLITE_ONEDNN=1, engine/onednn.py): which matmuls and
-einsums take it, values and gradients equal to XLA's dot within float32 rounding, and the
-custom call really in the compiled program (jaxlib 0.10.x on x86-64, where it is offered;
-elsewhere the same checks hold for XLA's dot, which it falls back to)."""
+"""oneDNN's matmul inside XLA:CPU programs (engine/onednn.py): which matmuls and einsums take it
+(FLOWLITE_ONEDNN=1: every one that fits; by default on jaxlib 0.12, each shape by a measurement
+remembered per CPU), values and gradients equal to XLA's dot within float32/bfloat16 rounding,
+and the custom call really in the compiled program (jaxlib 0.10.x/0.12.x on x86-64, where it is
+offered; elsewhere the same checks hold for XLA's dot, which it falls back to)."""
 
+import json
 import platform
 from importlib.metadata import version
 
@@ -31,8 +33,8 @@ def _rand(*shape, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-def test_off_unless_asked(monkeypatch):
-    monkeypatch.delenv("FLOWLITE_ONEDNN", raising=False)
+def test_off_when_turned_off(monkeypatch):
+    monkeypatch.setenv("FLOWLITE_ONEDNN", "0")
     onednn.enabled.cache_clear()
     try:
         assert not onednn.enabled()
@@ -67,9 +69,10 @@ def test_other_einsums_are_left_to_xla(on, eq, sa, sb):
     assert onednn.einsum(eq, jnp.asarray(_rand(*sa)), jnp.asarray(_rand(*sb))) is None
 
 
-def test_float64_and_broadcast_batches_are_left_to_xla(on):
+def test_float16_float64_and_broadcast_batches_are_left_to_xla(on):
     assert onednn.bmm(jnp.ones((2, 8, 8), jnp.float16), jnp.ones((2, 8, 8), jnp.float16)) \
         is None
+    assert onednn.bmm(np.ones((2, 8, 8)), np.ones((2, 8, 8))) is None       # float64
     assert onednn.bmm(jnp.ones((2, 8, 8)), jnp.ones((1, 8, 8))) is None
 
 
@@ -112,3 +115,121 @@ def test_matmul_with_batch_dims_takes_it(on):
         np.asarray(x.detach()), np.asarray(y.detach()))
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, np.asarray(w), rtol=1e-4, atol=1e-4)
+
+
+# ---- the measured choice (mode "auto": the default where such programs serialize) -----------
+@pytest.fixture
+def auto(monkeypatch, tmp_path):
+    """mode "auto" with an empty table of choices in a file of the test's own."""
+    monkeypatch.setattr(onednn, "mode", lambda: "auto")
+    monkeypatch.setenv("FLOWLITE_KERNEL_TABLE", str(tmp_path / "kernels.json"))
+    monkeypatch.setattr(onednn, "_choices", {})
+    monkeypatch.setattr(onednn, "_table_state", {"loaded": False, "path": None})
+    return tmp_path / "kernels.json"
+
+
+def _measured(monkeypatch, answer):
+    calls = []
+
+    def fake(*args):
+        calls.append(args)
+        return answer
+    monkeypatch.setattr(onednn, "_measure", fake)
+    return calls
+
+
+def test_mode_follows_the_setting_and_the_jaxlib(monkeypatch):
+    try:
+        for setting, want in (("0", "off"), ("1", "on" if OFFERED else "off")):
+            monkeypatch.setenv("FLOWLITE_ONEDNN", setting)
+            onednn.mode.cache_clear()
+            assert onednn.mode() == want
+        monkeypatch.delenv("FLOWLITE_ONEDNN")
+        onednn.mode.cache_clear()
+        serializes = OFFERED and version("jaxlib").startswith(onednn._SERIALIZES)
+        assert onednn.mode() == ("auto" if serializes else "off")
+    finally:
+        onednn.mode.cache_clear()
+
+
+@pytest.mark.parametrize("faster", [True, False])
+def test_auto_takes_what_was_measured_faster(auto, monkeypatch, faster):
+    calls = _measured(monkeypatch, faster)
+    a, b = _rand(2, 256, 64, seed=1), _rand(2, 64, 128, seed=2)
+    f = jax.jit(lambda a, b: onednn.bmm(a, b) if onednn.bmm(a, b) is not None
+                else jnp.matmul(a, b))
+    np.testing.assert_allclose(np.asarray(f(a, b)), a @ b, rtol=2e-5, atol=2e-5)
+    assert ("__onednn$matmul" in f.lower(a, b).as_text()) == faster
+    assert len(calls) == 1 and calls[0][:2] == ((2, 256, 64), (2, 64, 128))
+
+
+def test_a_choice_is_timed_once_and_remembered_for_this_cpu(auto, monkeypatch):
+    _measured(monkeypatch, True)
+    real = onednn.cpu_fingerprint()
+    args = ((512, 256), (256, 128), np.float32, False, True)
+    assert onednn.choose(*args)
+    stored = json.loads(auto.read_text())
+    assert stored == {onednn.cpu_fingerprint(): {"float32:512x256@256x128T": True}}
+    # a new process (fresh memory) reads it back and never times it again
+    monkeypatch.setattr(onednn, "_choices", {})
+    monkeypatch.setattr(onednn, "_table_state", {"loaded": False, "path": None})
+    monkeypatch.setattr(onednn, "_measure", lambda *a: pytest.fail("timed again"))
+    assert onednn.choose(*args)
+    # another CPU (or core count, or jaxlib) times its own
+    monkeypatch.setattr(onednn, "_choices", {})
+    monkeypatch.setattr(onednn, "_table_state", {"loaded": False, "path": None})
+    monkeypatch.setattr(onednn, "cpu_fingerprint", lambda: "another CPU")
+    calls = _measured(monkeypatch, False)
+    assert not onednn.choose(*args) and len(calls) == 1
+    assert set(json.loads(auto.read_text())) == {"another CPU", real}
+
+
+def test_small_matmuls_keep_xlas_dot_untimed(auto, monkeypatch):
+    _measured(monkeypatch, True)
+    assert not onednn.choose((16, 16), (16, 16), np.float32, False, False)
+    assert not auto.exists()
+
+
+def test_the_real_measurement_runs_and_answers(auto):
+    got = onednn._measure((128, 128), (128, 128), np.dtype(np.float32), False, False)
+    assert got in (True, False)
+
+
+def test_bfloat16_and_2d_matmuls_equal_xlas_within_rounding(on):
+    import ml_dtypes
+    a = _rand(64, 48, seed=3).astype(ml_dtypes.bfloat16)
+    b = _rand(48, 40, seed=4).astype(ml_dtypes.bfloat16)
+    if not OFFERED:             # no custom call on this platform: the caller uses XLA's dot
+        assert onednn.matmul(jnp.asarray(a), jnp.asarray(b)) is None
+        return
+    got = jax.jit(lambda a, b: onednn.matmul(a, b))(a, b)
+    assert got.dtype == jnp.bfloat16
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(np.asarray(got, np.float32), want, rtol=2e-2, atol=5e-2)
+    x = _rand(2, 3, 32, 24, seed=5)
+    w = _rand(16, 24, seed=6)
+    got = jax.jit(lambda x, w: onednn.matmul(x, w, tw=True))(x, w)
+    np.testing.assert_allclose(np.asarray(got), x @ w.T, rtol=2e-5, atol=2e-5)
+
+
+def test_linear_trains_the_same_with_onednn_in_bfloat16_and_float32(on):
+    import torch
+    for dt, tdt, tol in ((fl.float32, torch.float32, 1e-4), (fl.bfloat16, torch.bfloat16, 3e-2)):
+        x, w, b = _rand(4, 8, 16, seed=7), _rand(24, 16, seed=8), _rand(24, seed=9)
+        lin = fl.nn.Linear(16, 24).to(dt)
+        with fl.no_grad():
+            lin.weight.copy_(fl.tensor(w).to(dt))
+            lin.bias.copy_(fl.tensor(b).to(dt))
+        tx = fl.tensor(x).to(dt).requires_grad_()
+        lin(tx).float().square().sum().backward()
+        assert ("__onednn$matmul" in fl.debug.executable_text(-1)) == OFFERED
+        ref = torch.nn.Linear(16, 24).to(tdt)
+        with torch.no_grad():
+            ref.weight.copy_(torch.tensor(w))
+            ref.bias.copy_(torch.tensor(b))
+        rx = torch.tensor(x).to(tdt).requires_grad_()
+        ref(rx).float().square().sum().backward()
+        for got, want in ((tx.grad, rx.grad), (lin.weight.grad, ref.weight.grad)):
+            g = np.asarray(got.float())
+            np.testing.assert_allclose(g, want.float().numpy(), rtol=tol,
+                                       atol=tol * np.abs(g).max())

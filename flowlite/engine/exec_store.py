@@ -234,7 +234,7 @@ def environment(device) -> str:
         version = "?"
     knobs = (lowering._BREAK_DEPTH, lowering.guards_in_conditional(device),
              reroll.reroll_enabled(), reroll.MIN_ENTRIES, reroll.MIN_PERIOD, reroll.MIN_REPS,
-             reroll.UPGRADE_AFTER, reroll.UPGRADE_MAX_REPS, onednn.enabled())
+             reroll.UPGRADE_AFTER, reroll.UPGRADE_MAX_REPS, onednn.mode())
     return "|".join(map(str, (
         _fixed_environment(), jd.platform, getattr(jd, "device_kind", "?"), jd.id, version,
         jax.device_count(), jax.process_count(), _config("jax_enable_x64"),

@@ -1,20 +1,21 @@
-"""Batched matmuls through oneDNN inside XLA:CPU programs, opt-in (issue 49 item 2).
+"""Matmuls through oneDNN inside XLA:CPU programs, where measured faster (issues 49, 62).
 
 Layer: engine — imports nothing of flowlite.
 
-XLA:CPU runs a batched dot (attention's q kᵀ and p v: 96 x 128x128 @ 128x32 in nanoGPT's mid
-config) on one thread, with YNNPACK and with Eigen alike: 4.2-5.0 ms on a 2-core AMD EPYC
-where PyTorch's bmm takes 2.1.  jaxlib links oneDNN, and its matmul primitive, reached as
-XLA's `__onednn$matmul` custom call (run by XLA's OneDnnOpThunk), uses every core: 1.9-2.0 ms.
-With FLOWLITE_ONEDNN=1 the CPU lowering of a float32 matmul or two-operand einsum with the
-same batch dims on both operands (every matrix dim at least 8) emits that custom call; all
-else stays XLA's.  nanoGPT's mid config: step 857-861 -> 790-809 ms (bench/RESULTS.md).
+jaxlib links oneDNN, and its matmul primitive, reached as XLA's `__onednn$matmul` custom call
+(run by XLA's OneDnnOpThunk), uses every core and the CPU's bf16 units (AMX, AVX512_BF16):
+on a 2-core Xeon with AMX (jaxlib 0.12.1) a bfloat16 2048x768 @ 768x768 takes 1.05 ms where
+XLA's dot takes 9.2 (PyTorch 1.2), float32 weight gradients AᵀB 1.7x less; on a 2-core AVX2
+EPYC a batched float32 96 x 128x128 @ 128x32 1.9 ms vs 4.5 (XLA runs it on one thread) — but
+on the Xeon that one is slower in oneDNN.  So the CPU lowering of a float32 or bfloat16
+matmul, nn.Linear or two-operand einsum that fits (equal batch dims, every matrix dim at
+least 8) asks `choose`, which times the shape both ways once per CPU (see below).
 
-Off by default because, on jaxlib 0.10.2, XLA can't serialize a program that holds the
-custom call (`serialize_executable` fails with std::bad_alloc): neither flowlite's store of
-executables nor JAX's persistent cache keeps it, so every process compiles such programs
-again (nanoGPT's README config, warm first iteration: 1.9 -> 5.3 s).  Where training runs
-long, the steady gain outweighs that.  jaxlib 0.12.1 serializes and reloads such programs.
+Modes (`mode`): by default "auto" where programs holding the call serialize (jaxlib 0.12:
+flowlite's store of executables and JAX's cache keep them, so a warm start compiles
+nothing), "off" on jaxlib 0.10.2, where `serialize_executable` fails with std::bad_alloc
+(warm starts would compile again: nanoGPT's README config 1.9 -> 5.3 s).
+FLOWLITE_ONEDNN=1 sends every matmul that fits to oneDNN, untimed; =0 none.
 
 Not XLA's oneDNN *fusion* path (`--xla_cpu_experimental_onednn_fusion_type=dot`): it also
 takes the elementwise producers of a dot's operands into the fusion, and when oneDNN's graph
@@ -23,7 +24,8 @@ API fails to compile such a partition ("partition compile failed") the process d
 one oneDNN matmul primitive on materialised row-major operands, nothing fused.
 
 Only on the jaxlib versions in _TESTED_JAXLIB (the custom call's configuration is XLA-internal;
-tests/test_onednn.py checks values, gradients and the call in the program on each) on x86-64.  Decided once, at the first lowering; part of the executable store's key.
+tests/test_onednn.py checks values, gradients and the call in the program on each) on x86-64.
+The mode is decided once, at the first lowering, and is part of the executable store's key.
 """
 from __future__ import annotations
 
@@ -41,24 +43,174 @@ from jax import lax
 
 _TESTED_JAXLIB = ("0.10.", "0.12.")
 _MIN_DIM = 8            # smaller matrices: XLA's own dot is as fast (a primitive per call)
+_MIN_WORK = 1 << 20     # in "auto", fewer multiply-adds keep XLA's dot untimed (microseconds
+                        # either way: not worth a measurement)
+
+
+_SERIALIZES = ("0.12.",)   # jaxlibs that store programs holding the call: measured by default
+_RELEVANT_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni",
+                   "avx_vnni", "amx_bf16", "amx_fp16", "amx_int8", "amx_tile")
+
+
+def _jaxlib() -> str:
+    try:
+        from importlib.metadata import version
+        return version("jaxlib")
+    except Exception:       # noqa: BLE001 - no version: not a measured build
+        return ""
 
 
 @functools.cache
-def enabled() -> bool:
-    if os.environ.get("FLOWLITE_ONEDNN", "").strip().lower() not in ("1", "on", "true", "yes"):
-        return False
-    try:
-        from importlib.metadata import version
-        jl = version("jaxlib")
-    except Exception:       # noqa: BLE001 - no version: not a measured build
-        return False
-    if not jl.startswith(_TESTED_JAXLIB) or \
+def mode() -> str:
+    """"off", "on" (every matmul that fits takes oneDNN) or "auto" (each matmul shape takes
+    what was measured faster on this CPU).  FLOWLITE_ONEDNN=1 is "on", =0 "off"; unset, "auto"
+    where such programs serialize (jaxlib 0.12), else "off"."""
+    setting = os.environ.get("FLOWLITE_ONEDNN", "").strip().lower()
+    jl = _jaxlib()
+    if setting in ("0", "off", "false", "no") or not jl.startswith(_TESTED_JAXLIB) or \
             platform.machine().lower() not in ("x86_64", "amd64"):
+        return "off"
+    if setting in ("1", "on", "true", "yes"):
+        if not jl.startswith(_SERIALIZES):
+            # such a program can't be written to JAX's persistent cache either: JAX warns at
+            # every such compile; the program is simply compiled again next time
+            warnings.filterwarnings("ignore", message="Error writing persistent compilation cache")
+        return "on"
+    return "auto" if jl.startswith(_SERIALIZES) else "off"
+
+
+def enabled() -> bool:
+    return mode() != "off"
+
+
+enabled.cache_clear = mode.cache_clear      # (tests reset the mode through either name)
+
+
+# ---- which kernel, by measurement ------------------------------------------------------------
+# Measured per matmul shape on the CPU at hand (Xeon, AVX-512 + AMX, 2 cores, jaxlib 0.12.1):
+# bf16 2048x768 @ 768x768 1.05 ms in oneDNN vs 9.2 in XLA's dot (PyTorch 1.2); float32 AᵀB
+# weight gradients 1.7x faster; float32 96 x 128x128 @ 128x32 slower (0.76 vs 0.58 ms) — so
+# no rule: each shape is timed once, both ways, and the faster kept.  The table is the
+# machine's, not the programs': it lives outside the compile cache (a cold compile cache does
+# not time again), keyed by the CPU's model and vector features, its core count and jaxlib.
+_choices: dict = {}
+_table_state = {"loaded": False, "path": None}
+
+
+def cpu_fingerprint() -> str:
+    model, flags = platform.processor() or "?", set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name") and model in ("?", "x86_64", ""):
+                    model = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    break
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count()
+    have = ",".join(f for f in _RELEVANT_FLAGS if f in flags)
+    return f"{model}|{have}|{cores} cores|jaxlib {_jaxlib()}"
+
+
+def _table_path():
+    path = os.environ.get("FLOWLITE_KERNEL_TABLE")
+    if path is None:
+        path = os.path.join(os.path.expanduser("~"), ".cache", "flowlite", "kernels.json")
+    return None if path in ("", "0", "off", "none") else path
+
+
+def _load_table():
+    _table_state["loaded"] = True
+    path = _table_state["path"] = _table_path()
+    if path is None:
+        return
+    try:
+        with open(path, encoding="utf-8") as fh:
+            table = json.load(fh)
+        _choices.update({k: bool(v) for k, v in table.get(cpu_fingerprint(), {}).items()})
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _save_choice(key: str, faster: bool) -> None:
+    path = _table_state["path"]
+    if path is None:
+        return
+    fp = cpu_fingerprint()
+    try:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                table = json.load(fh)
+        except (OSError, ValueError):
+            table = {}
+        table.setdefault(fp, {})[key] = faster
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(table, fh, indent=0, sort_keys=True)
+        os.replace(tmp, path)         # atomic: another process reads the old or the new
+    except OSError:
+        pass
+
+
+def _best_of(fn, args, budget_s=0.05, reps=7):
+    import time
+    fn(*args).block_until_ready()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn(*args).block_until_ready()
+        best = min(best, time.perf_counter() - t0)
+        if best * reps > budget_s * 4:
+            break
+    return best
+
+
+def _measure(sa, sb, dt, ta, tb) -> bool:
+    """Whether oneDNN's matmul beats XLA's dot at these shapes, timed here (both compiled
+    standalone, run with concrete inputs outside any trace)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal(sa).astype(dt)
+    b = rng.standard_normal(sb).astype(dt)
+    nb = len(sa) - 2
+    batch = tuple(range(nb))
+    dims = (((nb if ta else nb + 1,), (nb + 1 if tb else nb,)), (batch, batch))
+    spec = (jax.ShapeDtypeStruct(sa, dt), jax.ShapeDtypeStruct(sb, dt))
+    with jax.default_device(jax.devices("cpu")[0]):
+        xla = jax.jit(lambda a, b: lax.dot_general(a, b, dims)).lower(*spec).compile()
+        dnn = jax.jit(lambda a, b: _matmul_p.bind(a, b, ta=ta, tb=tb)).lower(*spec).compile()
+    t_xla, t_dnn = _best_of(xla, (a, b)), _best_of(dnn, (a, b))
+    t_xla, t_dnn = min(t_xla, _best_of(xla, (a, b))), min(t_dnn, _best_of(dnn, (a, b)))
+    return t_dnn < 0.9 * t_xla          # a tie keeps XLA's (it can fuse around its dot)
+
+
+def choose(sa, sb, dt, ta, tb) -> bool:
+    """Whether a matmul of these shapes takes oneDNN: always in mode "on"; in "auto" what
+    the table says, timing it now the first time this CPU meets the shape."""
+    m = mode()
+    if m != "auto":
+        return m == "on"
+    work = int(np.prod(sa[:-2], dtype=np.int64)) * sa[-1] * sa[-2] * (sb[-2] if tb else sb[-1])
+    if work < _MIN_WORK:
         return False
-    # a program holding the custom call can't be written to JAX's persistent cache either:
-    # JAX warns at every such compile; the program is simply compiled again next time
-    warnings.filterwarnings("ignore", message="Error writing persistent compilation cache")
-    return True
+    if not _table_state["loaded"]:
+        _load_table()
+    key = f"{np.dtype(dt).name}:{'x'.join(map(str, sa))}{'T' if ta else ''}@" \
+          f"{'x'.join(map(str, sb))}{'T' if tb else ''}"
+    got = _choices.get(key)
+    if got is None:
+        try:
+            got = _measure(tuple(sa), tuple(sb), np.dtype(dt), bool(ta), bool(tb))
+        except Exception:       # noqa: BLE001 - a shape oneDNN refuses: XLA's dot
+            got = False
+        _choices[key] = got
+        _save_choice(key, got)
+    return got
 
 
 # ---- the custom call -------------------------------------------------------------------------
@@ -95,17 +247,20 @@ _matmul_p.def_abstract_eval(_abstract)
 jax.interpreters.mlir.register_lowering(_matmul_p, _lower_cpu, platform="cpu")
 
 
+_DTYPES = (np.dtype(np.float32), np.dtype(jnp.bfloat16))
+
+
 def _fits(a, b) -> bool:
-    return (a.dtype == np.float32 and b.dtype == np.float32 and a.ndim == b.ndim >= 3
+    return (a.dtype == b.dtype and a.dtype in _DTYPES and a.ndim == b.ndim >= 2
             and a.shape[:-2] == b.shape[:-2]
             and min(a.shape[-2:] + b.shape[-2:]) >= _MIN_DIM and enabled())
 
 
 def bmm(a, b, ta=False, tb=False):
-    """a @ b over equal leading batch dims (ta / tb: the operand's last two dims are
+    """a @ b over equal leading batch dims, if any (ta / tb: the operand's last two dims are
     transposed): oneDNN's matmul in a CPU program where it was measured faster, else
-    lax.dot_general.  None when the operands are not such a batched matmul."""
-    if not _fits(a, b):
+    lax.dot_general.  None when the operands are not such a matmul, or XLA's dot is faster."""
+    if not _fits(a, b) or not choose(a.shape, b.shape, a.dtype, ta, tb):
         return None
     nb = a.ndim - 2
     batch = tuple(range(nb))
@@ -119,11 +274,23 @@ def bmm(a, b, ta=False, tb=False):
     return lax.platform_dependent(a, b, cpu=onednn, default=xla)
 
 
+def matmul(x, w, tw=False):
+    """x @ w (x @ wᵀ with `tw`) for a 2-D w and x of any rank >= 2, through `bmm` on x's rows
+    (a free reshape); None where `bmm` declines."""
+    if w.ndim != 2 or x.ndim < 2 or not enabled():
+        return None
+    rows = x.reshape((-1, x.shape[-1])) if x.ndim > 2 else x
+    y = bmm(rows, w, False, tw)
+    if y is None:
+        return None
+    return y.reshape(x.shape[:-1] + y.shape[-1:]) if x.ndim > 2 else y
+
+
 def einsum(eq: str, a, b):
     """A two-operand einsum that is a batched matmul (one contracted index, one free index
     per operand, shared batch indices — attention's "...le,...se->...ls" and its gradients)
     through `bmm`; None for any other equation (the caller uses jnp.einsum)."""
-    if not (a.dtype == np.float32 and b.dtype == np.float32 and min(a.ndim, b.ndim) >= 3
+    if not (a.dtype == b.dtype and a.dtype in _DTYPES and min(a.ndim, b.ndim) >= 3
             and enabled()):
         return None
     try:

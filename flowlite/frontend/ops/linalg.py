@@ -49,8 +49,8 @@ def _flat_grad(g, x):
 
 
 def _matmul_lower(a, x, y):
-    # batched float32 matmuls on CPU: oneDNN's, where measured faster (engine/onednn.py)
-    out = None if a else onednn.bmm(x, y)
+    # float32/bfloat16 matmuls on CPU: oneDNN's, where measured faster (engine/onednn.py)
+    out = None if a else onednn.bmm(x, y) if x.ndim == y.ndim else onednn.matmul(x, y)
     return out if out is not None else jnp.matmul(x, y, precision=a[0] if a else
                                                   _precision(x, y))
 

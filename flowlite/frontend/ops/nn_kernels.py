@@ -2,7 +2,8 @@
 softmax, log_softmax.
 
 Layer: frontend — imports engine.buckets, engine.dtypes, engine.fusion, engine.matmul_precision,
-ops._core, ops._registry, ops.elementwise, ops.linalg, ops.reduction, ops.shape, tensor. The
+engine.onednn, ops._core, ops._registry, ops.elementwise, ops.linalg, ops.reduction, ops.shape,
+tensor. The
 family's primitives (`<name>_p`) are declared here, beside the front end that records them:
 their gradient rules call the ops of this module and of those before it.
 """
@@ -16,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ...engine import buckets as B, dtypes as D, fusion
+from ...engine import buckets as B, dtypes as D, fusion, onednn
 from ..tensor import _norm_dim, apply
 from ...engine.matmul_precision import for_operands as _precision
 from ._core import prim, to_dtype
@@ -29,7 +30,9 @@ from .linalg import matmul
 
 # ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
 def _linear_lower(a, x, w, *b):
-    y = lax.dot_general(x, w, (((x.ndim - 1,), (1,)), ((), ())), precision=_precision(x, w))
+    y = onednn.matmul(x, w, tw=True)        # on CPU where measured faster (engine/onednn.py)
+    if y is None:
+        y = lax.dot_general(x, w, (((x.ndim - 1,), (1,)), ((), ())), precision=_precision(x, w))
     return y + b[0] if b else y
 
 
