@@ -576,7 +576,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     if p == 1.0:
         return _maybe_inplace(input, input * 0.0, inplace, "dropout_")
     keep = R.rand(input.shape, dtype=_rand_dtype(input), device=input.device) >= p
-    out = F.where(keep, input * (1.0 / (1.0 - p)), 0.0)
+    out = X.name_grad_fn(F.where(keep, input * (1.0 / (1.0 - p)), 0.0), "MulBackward0")
     return _maybe_inplace(input, out, inplace, "dropout_")
 
 
@@ -835,7 +835,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         if out.requires_grad:
             pad = F.unsqueeze(F.eq(input, padding_idx), -1)
             out = F.where(pad, out.detach(), out)
-    return out
+    return X.name_grad_fn(out, "EmbeddingBackward0")
 
 
 def _embedding_renorm_(weight, input, max_norm, norm_type):
@@ -1323,7 +1323,7 @@ def relu6(input, inplace=False):
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    out = F.where(input > 0, input, input * negative_slope)
+    out = X.name_grad_fn(F.where(input > 0, input, input * negative_slope), "LeakyReluBackward0")
     return _maybe_inplace(input, out, inplace, "leaky_relu_")
 
 
@@ -1369,11 +1369,12 @@ def gelu(input, approximate="none"):
     else:
         inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
         y = x * (F.tanh(inner) + 1.0) * 0.5
-    return y if x is input else F.to_dtype(y, input.dtype)
+    return X.name_grad_fn(y if x is input else F.to_dtype(y, input.dtype), "GeluBackward0")
 
 
 def silu(input, inplace=False):
-    return _maybe_inplace(input, input * F.sigmoid(input), inplace, "silu_")
+    out = X.name_grad_fn(input * F.sigmoid(input), "SiluBackward0")
+    return _maybe_inplace(input, out, inplace, "silu_")
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -1626,7 +1627,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     loss = d * d
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction, "mse_loss")
+    return X.name_grad_fn(_reduce(loss, reduction, "mse_loss"), "MseLossBackward0")
 
 
 @_autocast_fp32
@@ -1675,7 +1676,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     loss = -(target * (log_x - log_1mx) + log_1mx)
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy")
+    return X.name_grad_fn(_reduce(loss, reduction, "binary_cross_entropy"),
+                          "BinaryCrossEntropyBackward0")
 
 
 @_autocast_fp32
@@ -1692,7 +1694,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         loss = (1.0 - target) * input + sp_neg
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+    return X.name_grad_fn(_reduce(loss, reduction, "binary_cross_entropy_with_logits"),
+                          "BinaryCrossEntropyWithLogitsBackward0")
 
 
 @_autocast_fp32

@@ -17,7 +17,7 @@ from jax import lax
 from ...engine.errors import ArgumentError, DTypeError, UnsupportedError
 from ...engine import dtypes as D, ir
 from ..checks import IntegerDivisionByZeroError, nonzero_divisor
-from ..tensor import apply, Tensor
+from ..tensor import apply, name_grad_fn, Tensor
 from ._core import (_binary, _promote_nodes, _scalar, _scalar_result, _scalar_types, _st, _unary,
                     as_tensor, broadcast_shapes, broadcast_to, full_p, nonzero, pointwise,
                     pointwise_nondiff, to_dtype)
@@ -545,12 +545,12 @@ def round(x, decimals=0):  # noqa: A001
 
 @torch_op(inplace=True)
 def square(x):
-    return mul(x, x)
+    return name_grad_fn(mul(x, x), "PowBackward0")
 
 
 @torch_op(inplace=True)
 def reciprocal(x):
-    return rdiv(x, 1.0)
+    return name_grad_fn(rdiv(x, 1.0), "ReciprocalBackward0")
 
 
 @torch_op(inplace=True)
@@ -592,7 +592,7 @@ def clamp(x, min=None, max=None):  # noqa: A002
         x = where(lt(x, min), min, x)
     if max is not None:
         x = where(gt(x, max), max, x)
-    return x
+    return name_grad_fn(x, "ClampBackward1")
 
 
 
