@@ -1558,7 +1558,12 @@ def _check_targets(target, c, ignore_index, op, logp, out):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return _nll(input, target, weight, ignore_index, reduction, "nll_loss")
+    return _named_nll(_nll(input, target, weight, ignore_index, reduction, "nll_loss"), input)
+
+
+def _named_nll(loss, input):
+    # PyTorch's node: nll_loss, or nll_loss2d for inputs with spatial dims (N, C, d1, ...)
+    return X.name_grad_fn(loss, "NllLoss2DBackward0" if input.ndim > 2 else "NllLossBackward0")
 
 
 @_autocast_fp32
@@ -1592,7 +1597,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             return F.sum(loss) / builtins.max(input.numel() // c, 1) if input.ndim >= 2 \
                 else loss
         return _reduce(loss, reduction, "cross_entropy")
-    nll = _nll(logp, target, weight, ignore_index, reduction, "cross_entropy")
+    nll = _named_nll(_nll(logp, target, weight, ignore_index, reduction, "cross_entropy"), input)
     if label_smoothing == 0.0:
         return nll
     lp, t, unbatched = _class_targets(logp, target, "cross_entropy")
