@@ -98,6 +98,7 @@ class _Formatter:
             for v in values.ravel().tolist():
                 self.width = max(self.width, len(f"{v}"))
             return
+        values = values.astype(np.float64)     # exact for every float dtype
         nonzero = values[np.isfinite(values) & (values != 0)]
         if not nonzero.size:
             return
@@ -130,6 +131,11 @@ class _Formatter:
         return s.rjust(self.width)
 
 
+def _py(a: np.ndarray) -> list:
+    """Elements as Python numbers (floats as the doubles PyTorch's `tolist()` gives)."""
+    return (a.astype(np.float64) if a.dtype.kind in "fV" else a).tolist()
+
+
 def _summarized(a: np.ndarray) -> np.ndarray:
     """The elements a summarised print shows (the formatter is chosen from these alone)."""
     if a.ndim == 0:
@@ -151,17 +157,16 @@ def _vector(a: np.ndarray, indent: int, summarize: bool, fmt: _Formatter) -> str
     if summarize and not e:
         items = ["..."]
     elif summarize and a.shape[0] > 2 * e:
-        items = ([fmt(v) for v in a[:e].tolist()] + [" ..."]
-                 + [fmt(v) for v in a[-e:].tolist()])
+        items = [fmt(v) for v in _py(a[:e])] + [" ..."] + [fmt(v) for v in _py(a[-e:])]
     else:
-        items = [fmt(v) for v in a.tolist()]
+        items = [fmt(v) for v in _py(a)]
     lines = [", ".join(items[i:i + per_line]) for i in range(0, len(items), per_line)]
     return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
 
 
 def _body(a: np.ndarray, indent: int, summarize: bool, fmt: _Formatter) -> str:
     if a.ndim == 0:
-        return fmt(a.item())
+        return fmt(_py(a))
     if a.ndim == 1:
         return _vector(a, indent, summarize, fmt)
     e = _OPTS.edgeitems
@@ -197,13 +202,6 @@ def _with_suffixes(text: str, suffixes, indent: int) -> str:
     return "".join(out)
 
 
-def _host_array(t) -> np.ndarray:
-    arr = np.asarray(t._value("repr()"))
-    if t.dtype.is_floating_point:
-        arr = arr.astype(np.float64)    # exact for every float dtype; Python formats doubles
-    return arr
-
-
 def tensor_repr(t) -> str:
     prefix = "tensor("
     indent = len(prefix)
@@ -212,7 +210,7 @@ def tensor_repr(t) -> str:
     dev = t.device
     if dev is not None and _device.prints_in_repr(dev):
         suffixes.append(f"device='{dev}'")
-    arr = _host_array(t)
+    arr = np.asarray(t._value("repr()"))
     default_float = D.default_float()
     if arr.size == 0:
         if arr.ndim != 1:
