@@ -340,3 +340,34 @@ def test_outside_flowlite_run_names_are_flowlites():
     assert repr(x) == "tensor([[0., 0., 0.],\n        [0., 0., 0.]], dtype=flowlite.float16)"
     with x64_mode(True):
         assert repr(fl.tensor([], dtype=fl.int64)) == "tensor([], dtype=flowlite.int64)"
+
+
+def test_random_tensors_and_options_print_as_pytorch(x64):
+    """Seeded shapes, dtypes, magnitudes, non-finite values and print options."""
+    r = _rng(7)
+    dtypes = (np.float32, np.float64, np.float16, np.int64, np.int32, np.uint8, bool)
+    for case in range(150):
+        nd = int(r.integers(0, 5))
+        shape = tuple(int(r.integers(0, 7 if nd > 2 else 40)) for _ in range(nd))
+        if nd and r.random() < 0.1:
+            shape = (int(r.integers(0, 1500)),) + shape[1:]
+        a = np.asarray(r.standard_normal(shape) * 10.0 ** r.integers(-9, 12))
+        if r.random() < 0.3:
+            a = np.round(a)
+        if a.size and r.random() < 0.2:
+            a.flat[r.integers(0, a.size)] = r.choice([np.nan, np.inf, -np.inf, -0.0])
+        dt = dtypes[r.integers(0, len(dtypes))]
+        with np.errstate(all="ignore"):
+            a = a > 0 if dt is bool else a.astype(dt) if np.dtype(dt).kind == "f" else \
+                np.nan_to_num(a, posinf=0, neginf=0).clip(-1e15, 1e15).astype(dt)
+        opts = {}
+        if r.random() < 0.4:
+            opts = dict(precision=int(r.integers(0, 9)), threshold=int(r.integers(0, 2000)),
+                        edgeitems=int(r.integers(0, 5)), linewidth=int(r.integers(10, 150)),
+                        sci_mode=[None, True, False][r.integers(0, 3)])
+        fl.set_printoptions(**opts)
+        torch.set_printoptions(**opts)
+        t, f = _pair(a)
+        assert repr(f) == repr(t), (case, a.dtype, shape, opts)
+        fl.set_printoptions(profile="default")
+        torch.set_printoptions(profile="default")
