@@ -231,6 +231,13 @@ L.nn.Linear(5, 3, bias=False)(x) | F.gelu(x) | F.silu(x) | F.leaky_relu(x) | F.d
 F.layer_norm(x, (5,)) | L.nn.LayerNorm(5)(x) | F.normalize(x)
 L.einsum("ij,jk->ik", x, m) | L.einsum("ij->ji", x) | x.double() | x.to(L.float16)
 x.clone().tanh_() | x.clone().add_(1)
+L.nn.Conv2d(3, 2, 3)(x4) | L.nn.Conv1d(4, 3, 2)(x3) | F.max_pool2d(x4, 2) | F.max_pool1d(x3, 2)
+F.avg_pool2d(x4, 2) | F.adaptive_avg_pool2d(x4, 1) | F.adaptive_avg_pool2d(x4, (2, 2))
+F.adaptive_max_pool2d(x4, 2) | L.nn.BatchNorm2d(3)(x4) | L.nn.BatchNorm2d(3).eval()(x4)
+L.nn.BatchNorm1d(5)(x) | L.nn.GroupNorm(1, 3)(x4) | L.nn.Flatten()(x4) | F.pad(x, (1, 1))
+F.softplus(x) | F.elu(x) | F.selu(x) | F.mish(x) | F.hardtanh(x) | F.relu6(x) | F.hardswish(x)
+F.hardsigmoid(x) | F.logsigmoid(x) | F.glu(x, 0) | F.smooth_l1_loss(x, y.detach())
+F.huber_loss(x, y.detach()) | F.scaled_dot_product_attention(x3, x3, x3)
 """
 NODE_CALLS = [c.strip() for line in NODE_CALLS.strip().splitlines() for c in line.split("|")]
 _SHAPES = dict(x=(4, 5), y=(4, 5), x3=(2, 4, 5), x4=(2, 3, 4, 5), v=(5,), w=(3, 5), b=(3,),

@@ -29,7 +29,7 @@ class DType:
         self._canon = None
 
     def __repr__(self):
-        return f"{_prefix()}.{self.name}"       # flowlite.float32 (torch.float32 under flowlite.run)
+        return f"{_prefix()}.{self.name}"    # flowlite.float32; torch.float32 under flowlite.run
 
     def __reduce__(self):
         return (from_any, (self.name,))
