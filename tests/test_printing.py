@@ -268,6 +268,22 @@ def test_grad_fn_names_match_pytorch(x64):
     assert not bad, "\n".join(bad)
 
 
+INPLACE_CALLS = ["y[0] = 5.0", "y[:, 1].zero_()", "y[0] += x[1]", "y[L.tensor([0, 1])] = 0.0",
+                 "y += 1", "y.mul_(2)", "y.relu_()", "y.masked_fill_(y > 0, 0.0)", "y.clamp_(0, 1)",
+                 "y.fill_(1.0)", "y.zero_()"]
+
+
+@pytest.mark.parametrize("code", INPLACE_CALLS)
+def test_in_place_writes_name_their_nodes_as_pytorch(code):
+    names = []
+    for lib in (torch, fl):
+        env = dict(L=lib, x=lib.tensor(np.ones((3, 4), np.float32)).requires_grad_())
+        exec("y = x.clone()\n" + code, env)               # noqa: S102
+        g = env["y"].grad_fn
+        names.append(type(g).__name__ if lib is torch else g.name())
+    assert names[1] == names[0]
+
+
 def test_grad_fn_objects_print_as_pytorch_nodes():
     x = fl.tensor([1.0, 2.0], requires_grad=True)
     y = -x
