@@ -408,6 +408,10 @@ def getitem(x, idx):
     return _mark(out, x, "basic", plan)
 
 
+def _int_bounds(s: slice) -> bool:
+    return all(v is None or type(v) is int for v in (s.start, s.stop, s.step))
+
+
 def _getitem_node_name(x, idx, advanced):
     """PyTorch's node for `x[idx]`: indexing with tensors or lists ends in `index`; basic
     indexing applies its items left to right (an int selects, a slice slices, None
@@ -429,7 +433,8 @@ def _getitem_node_name(x, idx, advanced):
         elif i is Ellipsis:
             d += len(shape) - used
         elif isinstance(i, slice):
-            if d < len(shape) and i.indices(shape[d]) != (0, shape[d], 1):
+            # (a bound given as a tensor is not read here: that would be a sync)
+            if d >= len(shape) or not _int_bounds(i) or i.indices(shape[d]) != (0, shape[d], 1):
                 name = "SliceBackward0"
             d += 1
         else:
