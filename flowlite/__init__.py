@@ -10,8 +10,8 @@ compat.cuda, compat.onnx, compat.profiler, compat.utils, data, debug, distribute
 engine.buckets, engine.cache, engine.cuts, engine.device, engine.dtypes, engine.executor,
 engine.matmul_precision, engine.metrics, engine.reroll, engine.rollback, engine.tape,
 engine.xla_flags, extend, formats.serialization, frontend.checks, frontend.compile,
-frontend.control_flow, frontend.ops, frontend.random, frontend.tensor, frontend.tensor_methods,
-frontend.views, nn, optim.
+frontend.control_flow, frontend.ops, frontend.printing, frontend.random, frontend.tensor,
+frontend.tensor_methods, frontend.views, nn, optim.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from .engine.device import device, Device, default_device, set_default_device
 from .engine.matmul_precision import get as get_float32_matmul_precision
 from .engine.matmul_precision import set as set_float32_matmul_precision
 from .frontend.tensor import Tensor, Size, tensor, from_numpy, from_jax
+from .frontend.printing import set_printoptions, get_printoptions, printoptions
 from .frontend import ops as _ops
 from .frontend import tensor_methods as _tensor_methods  # noqa: F401
 from .frontend.tensor_methods import isclose, allclose, equal, diag, LEGACY_TYPES as _LEGACY

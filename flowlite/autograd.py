@@ -19,7 +19,7 @@ from .engine.tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .frontend import backward as _engine
 from .frontend import primitives as P
 from .frontend.ops import zeros
-from .frontend.tensor import Tensor, apply
+from .frontend.tensor import Tensor, apply, name_grad_fn
 
 
 def _as_list(x):
@@ -262,6 +262,8 @@ class Function(metaclass=_FunctionMeta):
             node_t = apply(prim, ins, attrs, shapes, dtypes)
             wrapped = [apply(P.tuple_get, (node_t,), (j, n_outs), shapes[j], dtypes[j])
                        for j in range(n_outs)]
+        for w in wrapped:                      # PyTorch's name for a Function's node
+            name_grad_fn(w, f"{cls.__name__}Backward")
         _CTX[node_t._node] = ctx
         by_id = {}
         for j, i in enumerate(t_idx):

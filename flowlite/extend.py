@@ -48,6 +48,8 @@ What it offers:
   an optimizer step (a training iteration) is `prev = step_enter()`, its recording,
   `step_sync()`, its sync, `step_leave(prev)` — or `timed_step(fn, *args)` for a step whose
   parts are timed by what they are;
+* `name_grad_fn(out, "EmbeddingBackward0")`: the autograd node name PyTorch prints for the
+  call that made `out` (`grad_fn=<...>`), where the primitives recorded don't say it;
 * a Tensor subclass whose constructor takes a tensor (`nn.Parameter`) initialises itself as
   a handle on that tensor's value with `share_into(self, t)`.
 """
@@ -65,7 +67,7 @@ from .engine.mesh import put
 from .engine.metrics import user_site, user_stacklevel
 from .engine.runtime import rt as _rt
 from .engine.phases import clock, step_enter, step_leave, step_sync, timed, timed_step, untimed
-from .frontend.tensor import Size, Tensor, from_jax, from_numpy, tensor
+from .frontend.tensor import Size, Tensor, from_jax, from_numpy, name_grad_fn, tensor
 from .engine.tape import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .frontend.recording import (host_scalar, rebind, record, record_into, set_value, share,
                                  share_into)
@@ -84,7 +86,8 @@ __all__ = ["Tensor", "Size", "ops", "prims", "random", "autocast", "dtypes", "sc
            "on_clear_cache", "conv", "conv_input_grad", "reduce_window", "slice_strided",
            "pad_general", "take_along", "ArgumentError", "DTypeError", "IndexRangeError",
            "IndexShapeError", "LayerArgumentError", "UnsupportedError", "UnsupportedModeError",
-           "clock", "timed", "untimed", "step_enter", "step_sync", "step_leave", "timed_step"]
+           "clock", "timed", "untimed", "step_enter", "step_sync", "step_leave", "timed_step",
+           "name_grad_fn"]
 
 _DATA = _ir.DATA
 

@@ -10,7 +10,9 @@ and the real PyTorch is never imported while the hook is installed.
 
 Each torch module is a thin alias object over the flowlite module: reads come from the
 flowlite module (so `torch.nn.Module is flowlite.nn.Module`), writes go to it (so
-`torch.backends.cudnn.benchmark = True` sets flowlite's flag).
+`torch.backends.cudnn.benchmark = True` sets flowlite's flag).  While `torch` is served,
+dtypes and sizes print as PyTorch prints them (`torch.float32`, `torch.Size([4, 100])`);
+tensors, devices and autograd nodes print PyTorch's forms in any case.
 
 `python -m flowlite.run --summary script.py` prints at exit where the run's time went
 (flowlite.metrics.summary(); FLOWLITE_SUMMARY=1 does it for any program importing flowlite).
@@ -143,9 +145,17 @@ class _TorchModule(types.ModuleType):
                 f"{self.__dict__['_flowlite_module'].__name__})>")
 
 
+def _printed_prefix(name: str) -> None:
+    """Dtypes and sizes print as `torch.float32`, `torch.Size([4, 100])` while the script
+    knows flowlite as torch (flowlite.engine.namespace)."""
+    importlib.import_module(_PKG + ".engine.namespace").set_prefix(name)
+
+
 class _Loader(importlib.abc.Loader):
     def create_module(self, spec):
         target = importlib.import_module(_flowlite_name(spec.name))
+        if spec.name == "torch":
+            _printed_prefix("torch")
         return _TorchModule(spec.name, target)
 
     def exec_module(self, module):
@@ -197,6 +207,8 @@ def uninstall() -> None:
         sys.meta_path.remove(_finder)
     for name in [n for n, m in sys.modules.items() if isinstance(m, _TorchModule)]:
         del sys.modules[name]
+    if (_PKG + ".engine.namespace") in sys.modules:
+        _printed_prefix("flowlite")
 
 
 def resolve(torch_name: str):

@@ -21,11 +21,16 @@ class Device:
         self.jax_device = jax_device   # a jax Device, or a replicated sharding for a mesh
         self.mesh = None               # flowlite.distributed.Mesh for mesh devices
 
+    # PyTorch's printed forms: its CPU device has no index (`device(type='cpu')`, `cpu`), its
+    # GPUs do (`device(type='cuda', index=0)`, `cuda:0`); flowlite's further CPU devices (a
+    # process with several) print with theirs
     def __repr__(self):
+        if self.type == "cpu" and self.index == 0:
+            return "device(type='cpu')"
         return f"device(type='{self.type}', index={self.index})"
 
     def __str__(self):
-        return f"{self.type}:{self.index}"
+        return "cpu" if self.type == "cpu" and self.index == 0 else f"{self.type}:{self.index}"
 
     def __reduce__(self):
         return (device, (str(self),))
@@ -76,6 +81,17 @@ def device(spec=None) -> Device:
 
 
 _default = []
+_chosen = []      # the device set_default_device chose (none: PyTorch's default, the CPU)
+
+
+def prints_in_repr(dev: Device) -> bool:
+    """Whether a tensor's printed form names its device: as in PyTorch, when it is not on the
+    default device — the CPU, or the one `set_default_device` chose (flowlite itself may
+    default to a GPU; a PyTorch program's tensors are on the CPU unless it says otherwise)."""
+    ref = _chosen[0] if _chosen else None
+    if ref is None:
+        return dev.type != "cpu" or dev.index != 0
+    return dev.type != ref.type or dev.index != ref.index
 
 
 def default_device() -> Device:
@@ -87,3 +103,4 @@ def default_device() -> Device:
 def set_default_device(spec) -> None:
     d = device(spec)
     _default[:] = [d]
+    _chosen[:] = [d]

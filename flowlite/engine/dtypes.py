@@ -5,13 +5,15 @@ by identity.  64-bit types follow JAX's x64 switch: with x64 off (JAX's
 default) `int64` tensors are stored as int32 and `float64` as float32 — the
 same documented mapping JAX itself applies.
 
-Layer: engine — imports nothing of flowlite.
+Layer: engine — imports namespace.
 """
 from __future__ import annotations
 
 import jax
 import ml_dtypes
 import numpy as np
+
+from .namespace import prefix as _prefix
 
 
 class DType:
@@ -27,7 +29,7 @@ class DType:
         self._canon = None
 
     def __repr__(self):
-        return f"flowlite.{self.name}"
+        return f"{_prefix()}.{self.name}"    # flowlite.float32; torch.float32 under flowlite.run
 
     def __reduce__(self):
         return (from_any, (self.name,))

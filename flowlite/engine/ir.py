@@ -1,6 +1,6 @@
 """The lazy IR: immutable nodes with an interned structural signature.
 
-Layer: engine — imports nothing of flowlite.
+Layer: engine — imports namespace.
 
 A `Node` is one recorded operation (or a leaf holding device data / a host
 scalar).  Its *signature* — primitive, static attributes, shape, dtype, number
@@ -13,6 +13,8 @@ recompiles.
 from __future__ import annotations
 
 import itertools
+
+from .namespace import prefix as _prefix
 
 # signature tuple -> small int; never shrinks, bounded by the variety of programs.
 _SIGS: dict = {}
@@ -38,7 +40,7 @@ class Size(tuple):
         return n
 
     def __repr__(self):
-        return f"flowlite.Size({list(self)})"
+        return f"{_prefix()}.Size({list(self)})"     # torch.Size([4, 100]) under flowlite.run
 
 
 class Prim:

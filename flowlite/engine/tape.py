@@ -1,9 +1,9 @@
 """The tape's data: grad mode, the autograd edges (GradFn, AccumulateGrad) and the
 registry of live GradFns whose saved nodes a sync must keep.
 
-Layer: engine — imports ir, runtime. `tensor.apply` attaches a GradFn to every differentiable op
-it records; the engine that walks them (`frontend.backward.run_backward`) sits above the op
-front end, because the VJPs it calls are written in flowlite ops.
+Layer: engine — imports ir, node_names, runtime. `tensor.apply` attaches a GradFn to every
+differentiable op it records; the engine that walks them (`frontend.backward.run_backward`) sits
+above the op front end, because the VJPs it calls are written in flowlite ops.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import threading
 import weakref
 
 from . import ir
+from .node_names import name_of as _name_of
 from .runtime import rt
 
 class _GradState(threading.local):
@@ -66,11 +67,26 @@ class AccumulateGrad:
     def __init__(self, tensor):
         self.tensor_ref = weakref.ref(tensor)
 
-    name = "AccumulateGrad"
+    def name(self):
+        return "torch::autograd::AccumulateGrad"     # PyTorch's (a C++ node's qualified name)
+
+    @property
+    def variable(self):
+        return self.tensor_ref()
+
+    @property
+    def next_functions(self):
+        return ()
+
+    def __repr__(self):
+        return f"<AccumulateGrad object at {id(self):#x}>"
 
 
 class GradFn:
-    __slots__ = ("prim", "attrs", "inputs", "edges", "out", "retain", "epoch", "sig",
+    # `label`: PyTorch's node name, set by the front end of a call whose primitive does not
+    # determine it (`x.view()` and `x[0]` both record `reshape`); left unset (not stored by
+    # the recording hot path), the name is derived from the primitive (engine.node_names)
+    __slots__ = ("prim", "attrs", "inputs", "edges", "out", "retain", "epoch", "sig", "label",
                  "__weakref__")
 
     def __init__(self, prim, attrs, inputs, edges, out):
@@ -84,10 +100,14 @@ class GradFn:
         self.retain = None        # weakref to a non-leaf tensor that called retain_grad()
 
     def name(self):
-        return f"{self.prim.name.capitalize()}Backward"
+        """PyTorch's name for this node (`MulBackward0`, `ViewBackward0`, `AddmmBackward0`)."""
+        label = getattr(self, "label", None)
+        if label is not None:
+            return label
+        return _name_of(self.prim, self.attrs, self.inputs, self.out, len(self.edges))
 
     def __repr__(self):
-        return f"<{self.name()}>"
+        return f"<{self.name()} object at {id(self):#x}>"
 
     @property
     def next_functions(self):

@@ -21,7 +21,7 @@ from .ops import broadcast_to, full_like, getitem_plan, index_put, to_dtype, whe
 from .primitives import tuple_get
 from ..engine.runtime import rt
 from ..engine.tape import AccumulateGrad, _state
-from .tensor import Tensor, apply
+from .tensor import Tensor, apply, name_grad_fn
 from .views import _Root, _View, _alias_of, _mark, _note_undo, orphan, rebound, refresh, write_view
 
 _DATA = ir.DATA
@@ -30,6 +30,10 @@ _new_node = ir.Node.__new__
 _ref = weakref.ref
 record = apply
 _TRUE = True
+
+
+# PyTorch's node for an in-place write of a value without history
+_FILL_NODES = {"fill_": "FillBackward2", "zero_": "ZeroBackward0", "copy_": "CopyBackwards"}
 
 
 def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
@@ -53,7 +57,7 @@ def rebind(t: Tensor, new: Tensor, opname: str) -> Tensor:
         if new._edge is None:
             # a value without history (fill_, zero_, copy_ of a constant): like PyTorch, t
             # still requires grad, its old history getting a zero gradient
-            new = where(_TRUE, new, t)
+            new = name_grad_fn(where(_TRUE, new, t), _FILL_NODES.get(opname, "WhereBackward0"))
         t._edge = new._edge
     elif e is None and new._edge is not None and _state.enabled:
         t._edge = new._edge

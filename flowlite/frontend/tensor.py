@@ -257,8 +257,13 @@ class Tensor:
         return (_from_pickle, (self.numpy(), self.requires_grad))
 
     def __format__(self, spec):
-        if self.numel() == 1 and spec:
+        # PyTorch: a 0-d tensor formats as its Python number (`f"{loss}"` -> 2.3025851249694824)
+        if not self._node.shape or (spec and self.numel() == 1):
             return format(self.item(), spec)
+        if spec:
+            raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__ "
+                            f"(a tensor of shape {tuple(self.shape)}; format its .item() or "
+                            f".tolist() elements)")
         return repr(self)
 
 _new_tensor = Tensor.__new__
@@ -404,6 +409,16 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
                 break
     if rt.debug_on:
         _on_new_node(node)
+    return out
+
+
+def name_grad_fn(out, name: str, src=None):
+    """Give `out`'s autograd node the name PyTorch prints for the call that made it
+    (`ViewBackward0` for `x.view()`, whose primitive, `reshape`, also serves `x[0]`); `src`:
+    the call's input, whose own node must keep its name when `out` is an alias sharing it."""
+    e = out._edge
+    if e.__class__ is _GradFn and (src is None or e is not src._edge):
+        e.label = name
     return out
 
 

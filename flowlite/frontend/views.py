@@ -31,7 +31,7 @@ from ..engine.host_reads import commit_host_read
 from ..engine.runtime import rt
 from ..engine.tape import AccumulateGrad, _state
 from .ops.shape import transpose_family
-from .tensor import Tensor, _norm_dim
+from .tensor import Tensor, _norm_dim, name_grad_fn
 
 _ref = weakref.ref
 _DATA_OP = ir.DATA
@@ -144,7 +144,7 @@ def _alias_of(x):
     return _mark(Tensor(x._node, x._edge if _state.enabled else None), x, "alias", ())
 
 
-def _reshape_view(out, x, op, copy_ok):
+def _reshape_view(out, x, op, copy_ok, node_name="ViewBackward0"):
     if out is x:
         return _alias_of(x)
     a = x._alias
@@ -152,12 +152,15 @@ def _reshape_view(out, x, op, copy_ok):
         off, st = _layout(a)
         if L.view_strides(x._node.shape, st, out._node.shape) is None:
             if copy_ok:
-                return out            # reshape of a non-viewable layout copies, as in PyTorch
+                # reshape of a non-viewable layout copies, as in PyTorch (its clone, then
+                # _unsafe_view)
+                return name_grad_fn(out, "UnsafeViewBackward0", x)
             raise RuntimeError(
                 f"{op}: view size is not compatible with input tensor's size and stride (at "
                 f"least one dimension spans across two contiguous subspaces): shape "
                 f"{tuple(x.shape)} with strides {st} can't be viewed as "
                 f"{tuple(out.shape)}. Use .reshape(...) instead.")
+    name_grad_fn(out, node_name, x)
     return _mark(out, x, "reshape", (out._node.shape,))
 
 
@@ -192,11 +195,14 @@ def unflatten(x, dim, sizes):
 
 
 def squeeze(x, dim=None):
-    return _reshape_view(F.squeeze(x, dim), x, "squeeze", False)
+    # PyTorch's three overloads: squeeze(), squeeze(dim), squeeze(dims)
+    name = "SqueezeBackward0" if dim is None else \
+        "SqueezeBackward2" if isinstance(dim, (tuple, list)) else "SqueezeBackward1"
+    return _reshape_view(F.squeeze(x, dim), x, "squeeze", False, name)
 
 
 def unsqueeze(x, dim):
-    return _reshape_view(F.unsqueeze(x, dim), x, "unsqueeze", False)
+    return _reshape_view(F.unsqueeze(x, dim), x, "unsqueeze", False, "UnsqueezeBackward0")
 
 
 def permute(x, *dims):
@@ -206,10 +212,25 @@ def permute(x, *dims):
     if out is x:
         return _alias_of(x)
     nd = len(x._node.shape)
+    name_grad_fn(out, "PermuteBackward0", x)
     return _mark(out, x, "perm", (tuple(_norm_dim(d, nd, "permute") for d in dims),))
 
 
-transpose, t, mT, T = transpose_family(permute)
+_transpose, _t, _mT, T = transpose_family(permute)     # T: PyTorch's permute too
+
+
+def transpose(x, dim0, dim1):
+    return name_grad_fn(_transpose(x, dim0, dim1), "TransposeBackward0", x)
+
+
+def t(x):
+    return name_grad_fn(_t(x), "TBackward0", x)
+
+
+def mT(x):
+    return name_grad_fn(_mT(x), "TransposeBackward0", x)
+
+
 swapaxes = swapdims = transpose
 
 
@@ -281,15 +302,17 @@ def select(x, dim, index):
     if not -n <= index < n:
         raise IndexRangeError(f"select(): index {index} out of range for tensor of size "
                               f"{tuple(x.shape)} at dimension {dim}")
-    return squeeze(narrow(x, d, index % n, 1), d)
+    return name_grad_fn(squeeze(narrow(x, d, index % n, 1), d), "SelectBackward0", x)
 
 
 def split(x, split_size_or_sections, dim=0):
     d = _norm_dim(dim, x.ndim, "split")
     pieces = F.split(x, split_size_or_sections, d)
+    name = "SplitBackward0" if isinstance(split_size_or_sections, int) else \
+        "SplitWithSizesBackward0"
     out, start = [], 0
     for p in pieces:
-        out.append(_multi(_slice_view(p, x, d, start)))
+        out.append(_multi(_slice_view(name_grad_fn(p, name, x), x, d, start)))
         start += p._node.shape[d]
     return tuple(out)
 
@@ -316,7 +339,8 @@ def unbind(x, dim=0):
         rows = host_rows(x)
         if rows is not None:
             return rows
-    return tuple(_multi(select(x, d, i)) for i in range(x._node.shape[d]))
+    return tuple(_multi(name_grad_fn(select(x, d, i), "UnbindBackward0", x))
+                 for i in range(x._node.shape[d]))
 
 
 # a pending integer tensor of at most this many elements, one op from data (a random draw),
@@ -375,11 +399,48 @@ def getitem(x, idx):
             out, plan = got
             return _alias_of(x) if out is x else _mark(out, x, "basic", plan)
     out, plan = F.getitem_plan(x, idx)
+    if out._edge is not None and out is not x:
+        name_grad_fn(out, _getitem_node_name(x, idx, plan is None), x)
     if plan is None:
         return out                 # advanced indexing copies, as in PyTorch
     if out is x:
         return _alias_of(x)
     return _mark(out, x, "basic", plan)
+
+
+def _int_bounds(s: slice) -> bool:
+    return all(v is None or type(v) is int for v in (s.start, s.stop, s.step))
+
+
+def _getitem_node_name(x, idx, advanced):
+    """PyTorch's node for `x[idx]`: indexing with tensors or lists ends in `index`; basic
+    indexing applies its items left to right (an int selects, a slice slices, None
+    unsqueezes), skipping, in a tuple, slices that cover their whole dimension and `...`, and
+    the last one applied names the node (none applied: an alias)."""
+    if advanced:
+        # a lone 0-d integer tensor is an int to PyTorch (`x[torch.tensor(1)]` selects)
+        if not (isinstance(idx, Tensor) and not idx._node.shape and idx.dtype.kind in "iu"):
+            return "IndexBackward0"
+    if not isinstance(idx, tuple):
+        return ("UnsqueezeBackward0" if idx is None else "AliasBackward0" if idx is Ellipsis
+                else "SliceBackward0" if isinstance(idx, slice) else "SelectBackward0")
+    shape = x._node.shape
+    used = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    name, d = "AliasBackward0", 0
+    for i in idx:
+        if i is None:
+            name = "UnsqueezeBackward0"
+        elif i is Ellipsis:
+            d += len(shape) - used
+        elif isinstance(i, slice):
+            # (a bound given as a tensor is not read here: that would be a sync)
+            if d >= len(shape) or not _int_bounds(i) or i.indices(shape[d]) != (0, shape[d], 1):
+                name = "SliceBackward0"
+            d += 1
+        else:
+            name = "SelectBackward0"
+            d += 1
+    return name
 
 
 def diagonal(x, offset=0, dim1=0, dim2=1):
@@ -390,7 +451,8 @@ def diagonal(x, offset=0, dim1=0, dim2=1):
     shape = L.diagonal_shape(x._node.shape, offset, d1, d2)
     off, st = L.diagonal_layout(0, L.contiguous_strides(x._node.shape), x._node.shape,
                                 offset, d1, d2)
-    return _mark(F._view_read(x, shape, off, st), x, "diag", (offset, d1, d2))
+    out = name_grad_fn(F._view_read(x, shape, off, st), "DiagonalBackward0", x)
+    return _mark(out, x, "diag", (offset, d1, d2))
 
 
 def unfold(x, dimension, size, step):
@@ -406,7 +468,8 @@ def unfold(x, dimension, size, step):
         return _mark(F.reshape(x, (size,)), x, "reshape", ((size,),))
     shape = L.unfold_shape(shp, d, size, step)
     off, st = L.unfold_layout(0, L.contiguous_strides(shp), d, step)
-    return _mark(F._view_read(x, shape, off, st), x, "unfold", (d, step))
+    out = name_grad_fn(F._view_read(x, shape, off, st), "UnfoldBackward0", x)
+    return _mark(out, x, "unfold", (d, step))
 
 
 def as_strided(x, size, stride, storage_offset=None):

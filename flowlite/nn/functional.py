@@ -392,21 +392,21 @@ def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indic
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 1,
-                     "max_pool1d")
+    return _named(_max_pool(input, kernel_size, stride, padding, dilation, ceil_mode,
+                            return_indices, 1, "max_pool1d"), "SqueezeBackward1")
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 2,
-                     "max_pool2d")
+    return _named(_max_pool(input, kernel_size, stride, padding, dilation, ceil_mode,
+                            return_indices, 2, "max_pool2d"), "MaxPool2DWithIndicesBackward0")
 
 
 @_autocast_fp32
 def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3,
-                     "max_pool3d")
+    return _named(_max_pool(input, kernel_size, stride, padding, dilation, ceil_mode,
+                            return_indices, 3, "max_pool3d"), "MaxPool3DWithIndicesBackward0")
 
 
 def _avg_divisor_1d(length, out, k, s, p, count_include_pad):
@@ -447,21 +447,21 @@ def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, div
 
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
-    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, 1,
-                     "avg_pool1d")
+    return _named(_avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                            None, 1, "avg_pool1d"), "SqueezeBackward1")
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
-    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override, 2, "avg_pool2d")
+    return _named(_avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                            divisor_override, 2, "avg_pool2d"), "AvgPool2DBackward0")
 
 
 @_autocast_fp32
 def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=None):
-    return _avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override, 3, "avg_pool3d")
+    return _named(_avg_pool(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                            divisor_override, 3, "avg_pool3d"), "AvgPool3DBackward0")
 
 
 def _adaptive_bins(n_in, n_out):
@@ -532,7 +532,10 @@ def adaptive_avg_pool1d(input, output_size):
 
 
 def adaptive_avg_pool2d(input, output_size):
-    return _adaptive_avg(input, output_size, 2, "adaptive_avg_pool2d")
+    out = _adaptive_avg(input, output_size, 2, "adaptive_avg_pool2d")
+    # PyTorch pools to 1x1 with a mean
+    return _named(out, "MeanBackward1" if tuple(out.shape[-2:]) == (1, 1) else
+                  "AdaptiveAvgPool2DBackward0")
 
 
 def _adaptive_max(x, output_size, return_indices, nd, op):
@@ -558,7 +561,8 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
-    return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
+    return _named(_adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d"),
+                  "AdaptiveMaxPool2DBackward0")
 
 
 # ---- dropout -----------------------------------------------------------------------------------
@@ -576,7 +580,7 @@ def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False)
     if p == 1.0:
         return _maybe_inplace(input, input * 0.0, inplace, "dropout_")
     keep = R.rand(input.shape, dtype=_rand_dtype(input), device=input.device) >= p
-    out = F.where(keep, input * (1.0 / (1.0 - p)), 0.0)
+    out = X.name_grad_fn(F.where(keep, input * (1.0 / (1.0 - p)), 0.0), "MulBackward0")
     return _maybe_inplace(input, out, inplace, "dropout_")
 
 
@@ -713,7 +717,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     y = d * scale
     if bias is not None:
         y = y + F.reshape(bias, bshape)
-    return y
+    return _named(y, "NativeBatchNormBackward0")
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
@@ -782,7 +786,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
         raise ArgumentError(f"group_norm: expected an input (N, C, *) with C divisible by "
                             f"num_groups={num_groups}, got shape {tuple(shp)}")
     _, d, var = _centered_moments(F.reshape(input, (shp[0], num_groups, -1)), 2)
-    return _channel_affine(F.reshape(d * F.rsqrt(var + eps), shp), weight, bias)
+    return _named(_channel_affine(F.reshape(d * F.rsqrt(var + eps), shp), weight, bias),
+                  "NativeGroupNormBackward0")
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
@@ -809,6 +814,11 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 
 
 # ---- embedding ---------------------------------------------------------------------------------
+def _named(out, name):
+    """`out` with the autograd node name PyTorch prints for this function's call."""
+    return X.name_grad_fn(out, name)
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     """Rows of `weight` picked by integer `input`; the row at padding_idx gets no gradient."""
@@ -835,7 +845,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         if out.requires_grad:
             pad = F.unsqueeze(F.eq(input, padding_idx), -1)
             out = F.where(pad, out.detach(), out)
-    return out
+    return X.name_grad_fn(out, "EmbeddingBackward0")
 
 
 def _embedding_renorm_(weight, input, max_norm, norm_type):
@@ -1323,7 +1333,7 @@ def relu6(input, inplace=False):
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    out = F.where(input > 0, input, input * negative_slope)
+    out = X.name_grad_fn(F.where(input > 0, input, input * negative_slope), "LeakyReluBackward0")
     return _maybe_inplace(input, out, inplace, "leaky_relu_")
 
 
@@ -1369,11 +1379,12 @@ def gelu(input, approximate="none"):
     else:
         inner = (x + x * x * x * 0.044715) * _SQRT_2_OVER_PI
         y = x * (F.tanh(inner) + 1.0) * 0.5
-    return y if x is input else F.to_dtype(y, input.dtype)
+    return X.name_grad_fn(y if x is input else F.to_dtype(y, input.dtype), "GeluBackward0")
 
 
 def silu(input, inplace=False):
-    return _maybe_inplace(input, input * F.sigmoid(input), inplace, "silu_")
+    out = X.name_grad_fn(input * F.sigmoid(input), "SiluBackward0")
+    return _maybe_inplace(input, out, inplace, "silu_")
 
 
 def softplus(input, beta=1.0, threshold=20.0):
@@ -1384,11 +1395,12 @@ def softplus(input, beta=1.0, threshold=20.0):
     soft = F.log1p(F.exp(F.where(linear_part, 0.0, bx)))
     if beta != 1:
         soft = soft / beta
-    return F.where(linear_part, input, soft)
+    return _named(F.where(linear_part, input, soft), "SoftplusBackward0")
 
 
 def mish(input, inplace=False):
-    return _maybe_inplace(input, input * F.tanh(softplus(input)), inplace, "mish_")
+    return _maybe_inplace(input, _named(input * F.tanh(softplus(input)), "MishBackward0"),
+                          inplace, "mish_")
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -1396,7 +1408,8 @@ def elu(input, alpha=1.0, inplace=False):
     neg = F.expm1(F.where(pos, 0.0, input))   # the unused branch never overflows
     if alpha != 1:
         neg = neg * alpha
-    return _maybe_inplace(input, F.where(pos, input, neg), inplace, "elu_")
+    return _maybe_inplace(input, _named(F.where(pos, input, neg), "EluBackward0"), inplace,
+                          "elu_")
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -1406,7 +1419,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 def selu(input, inplace=False):
     pos = input > 0
     out = F.where(pos, input, F.expm1(F.where(pos, 0.0, input)) * _SELU_ALPHA) * _SELU_SCALE
-    return _maybe_inplace(input, out, inplace, "selu_")
+    return _maybe_inplace(input, _named(out, "EluBackward0"), inplace, "selu_")
 
 
 def celu(input, alpha=1.0, inplace=False):
@@ -1420,21 +1433,21 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
         raise ArgumentError("hardtanh: min_val cannot be greater than max_val")
     # where-based so the gradient is 0 at the bounds, as PyTorch's
     out = F.where(input <= min_val, min_val, F.where(input >= max_val, max_val, input))
-    return _maybe_inplace(input, out, inplace, "hardtanh_")
+    return _maybe_inplace(input, _named(out, "HardtanhBackward0"), inplace, "hardtanh_")
 
 
 def hardsigmoid(input, inplace=False):
-    return _maybe_inplace(input, hardtanh(input / 6.0 + 0.5, 0.0, 1.0), inplace,
-                          "hardsigmoid_")
+    out = _named(hardtanh(input / 6.0 + 0.5, 0.0, 1.0), "HardsigmoidBackward0")
+    return _maybe_inplace(input, out, inplace, "hardsigmoid_")
 
 
 def hardswish(input, inplace=False):
-    return _maybe_inplace(input, input * hardtanh(input / 6.0 + 0.5, 0.0, 1.0), inplace,
-                          "hardswish_")
+    out = _named(input * hardtanh(input / 6.0 + 0.5, 0.0, 1.0), "HardswishBackward0")
+    return _maybe_inplace(input, out, inplace, "hardswish_")
 
 
 def logsigmoid(input):
-    return -softplus(-input)
+    return _named(-softplus(-input), "LogSigmoidBackward0")
 
 
 def softsign(input):
@@ -1452,7 +1465,7 @@ def glu(input, dim=-1):
     a, b = F.chunk(input, 2, dim)
     if a.shape != b.shape:
         raise ArgumentError(f"glu: halving dimension must be even, got shape {tuple(input.shape)}")
-    return a * F.sigmoid(b)
+    return _named(a * F.sigmoid(b), "GluBackward0")
 
 
 def sigmoid(input):
@@ -1557,7 +1570,12 @@ def _check_targets(target, c, ignore_index, op, logp, out):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
              reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return _nll(input, target, weight, ignore_index, reduction, "nll_loss")
+    return _named_nll(_nll(input, target, weight, ignore_index, reduction, "nll_loss"), input)
+
+
+def _named_nll(loss, input):
+    # PyTorch's node: nll_loss, or nll_loss2d for inputs with spatial dims (N, C, d1, ...)
+    return X.name_grad_fn(loss, "NllLoss2DBackward0" if input.ndim > 2 else "NllLossBackward0")
 
 
 @_autocast_fp32
@@ -1591,7 +1609,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             return F.sum(loss) / builtins.max(input.numel() // c, 1) if input.ndim >= 2 \
                 else loss
         return _reduce(loss, reduction, "cross_entropy")
-    nll = _nll(logp, target, weight, ignore_index, reduction, "cross_entropy")
+    nll = _named_nll(_nll(logp, target, weight, ignore_index, reduction, "cross_entropy"), input)
     if label_smoothing == 0.0:
         return nll
     lp, t, unbatched = _class_targets(logp, target, "cross_entropy")
@@ -1626,7 +1644,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
     loss = d * d
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction, "mse_loss")
+    return X.name_grad_fn(_reduce(loss, reduction, "mse_loss"), "MseLossBackward0")
 
 
 @_autocast_fp32
@@ -1646,9 +1664,9 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     d = input - target
     ad = F.abs(d)
     if beta == 0.0:
-        return _reduce(ad, reduction, "smooth_l1_loss")
+        return _named(_reduce(ad, reduction, "smooth_l1_loss"), "SmoothL1LossBackward0")
     loss = F.where(ad < beta, d * d * (0.5 / beta), ad - 0.5 * beta)
-    return _reduce(loss, reduction, "smooth_l1_loss")
+    return _named(_reduce(loss, reduction, "smooth_l1_loss"), "SmoothL1LossBackward0")
 
 
 @_autocast_fp32
@@ -1660,7 +1678,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     loss = F.where(ad < delta, d * d * 0.5, (ad - 0.5 * delta) * delta)
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction, "huber_loss")
+    return _named(_reduce(loss, reduction, "huber_loss"), "HuberLossBackward0")
 
 
 @_autocast_fp32
@@ -1675,7 +1693,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     loss = -(target * (log_x - log_1mx) + log_1mx)
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy")
+    return X.name_grad_fn(_reduce(loss, reduction, "binary_cross_entropy"),
+                          "BinaryCrossEntropyBackward0")
 
 
 @_autocast_fp32
@@ -1692,7 +1711,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         loss = (1.0 - target) * input + sp_neg
     if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+    return X.name_grad_fn(_reduce(loss, reduction, "binary_cross_entropy_with_logits"),
+                          "BinaryCrossEntropyWithLogitsBackward0")
 
 
 @_autocast_fp32

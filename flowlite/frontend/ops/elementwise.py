@@ -17,7 +17,7 @@ from jax import lax
 from ...engine.errors import ArgumentError, DTypeError, UnsupportedError
 from ...engine import dtypes as D, ir
 from ..checks import IntegerDivisionByZeroError, nonzero_divisor
-from ..tensor import apply, Tensor
+from ..tensor import apply, name_grad_fn, Tensor
 from ._core import (_binary, _promote_nodes, _scalar, _scalar_result, _scalar_types, _st, _unary,
                     as_tensor, broadcast_shapes, broadcast_to, full_p, nonzero, pointwise,
                     pointwise_nondiff, to_dtype)
@@ -296,7 +296,9 @@ def sub(x, y, alpha=1):
 
 
 def rsub(x, y):
-    return _binary(sub_p, y, x) if isinstance(y, Tensor) else _binary(sub_p, _lift(y, x), x)
+    if isinstance(y, Tensor):
+        return name_grad_fn(_binary(sub_p, y, x), "RsubBackward0")
+    return name_grad_fn(_binary(sub_p, _lift(y, x), x), "RsubBackward1")
 
 
 def _lift(s, like):
@@ -325,7 +327,8 @@ def div(x, y, rounding_mode=None):
 
 
 def rdiv(x, y):
-    return _binary(div_p, _lift(y, x), x, "float")
+    # PyTorch computes `2 / x` as x.reciprocal() * 2
+    return name_grad_fn(_binary(div_p, _lift(y, x), x, "float"), "MulBackward0")
 
 
 @torch_op(inplace=True)
@@ -385,9 +388,11 @@ def pow(x, y):  # noqa: A001 - PyTorch name
             return x
         return apply(integer_pow_p, (x,), (y,), x._node.shape, x._node.dtype) if y >= 0 or \
             x.dtype.kind == "f" else _binary(pow_p, x, y)
+    # PyTorch's three pow overloads: tensor ** scalar, tensor ** tensor, scalar ** tensor
     if not isinstance(x, Tensor):
-        return _binary(pow_p, _lift(x, y), y)
-    return _binary(pow_p, x, y)
+        return name_grad_fn(_binary(pow_p, _lift(x, y), y), "PowBackward2")
+    return name_grad_fn(_binary(pow_p, x, y),
+                        "PowBackward1" if isinstance(y, Tensor) else "PowBackward0")
 
 
 def integer_pow(x, n):
@@ -545,12 +550,12 @@ def round(x, decimals=0):  # noqa: A001
 
 @torch_op(inplace=True)
 def square(x):
-    return mul(x, x)
+    return name_grad_fn(mul(x, x), "PowBackward0")
 
 
 @torch_op(inplace=True)
 def reciprocal(x):
-    return rdiv(x, 1.0)
+    return name_grad_fn(rdiv(x, 1.0), "ReciprocalBackward0")
 
 
 @torch_op(inplace=True)
@@ -592,7 +597,7 @@ def clamp(x, min=None, max=None):  # noqa: A002
         x = where(lt(x, min), min, x)
     if max is not None:
         x = where(gt(x, max), max, x)
-    return x
+    return name_grad_fn(x, "ClampBackward1")
 
 
 

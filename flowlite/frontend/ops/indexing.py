@@ -23,7 +23,7 @@ from ...engine.host_reads import host_view
 from ...engine.ir import DATA as _DATA, scalar_node as _scalar_node
 from ...engine.runtime import rt
 from ..checks import index_in_range
-from ..tensor import _norm_dim, apply, from_numpy, Tensor
+from ..tensor import _norm_dim, apply, from_numpy, name_grad_fn, Tensor
 from ._core import _scalar, as_tensor, broadcast_shapes, broadcast_to, prim, reshape_p, to_dtype
 from .elementwise import _st, eq, where
 from .creation import arange, zeros, zeros_like
@@ -678,7 +678,7 @@ def index_select(x, dim, index):
     out = _index(x, spec, (flat,))
     index_in_range(flat, x._node.shape[d], "index_select", dim=d, shape=x._node.shape,
                    out=out)
-    return out
+    return name_grad_fn(out, "IndexSelectBackward0", x)
 
 
 @torch_op(inplace=True)
@@ -768,7 +768,8 @@ def masked_fill(x, mask, value):
     else:
         value = _scalar(value, x.dtype)
     r = where(mask, value, x)
-    return r if r._node.shape == x._node.shape else broadcast_to(r, x._node.shape)
+    r = r if r._node.shape == x._node.shape else broadcast_to(r, x._node.shape)
+    return name_grad_fn(r, "MaskedFillBackward0", x)
 
 
 @torch_op(method=False)

@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from ...engine.errors import ArgumentError, DTypeError
 from ...engine import buckets as B
 from ...engine import onednn
-from ..tensor import apply, Tensor
+from ..tensor import apply, name_grad_fn, Tensor
 from ...engine.matmul_precision import for_operands as _precision
 from ...engine.runtime import rt
 from ._core import _promote, as_tensor, broadcast_shapes, broadcast_to, prim, to_dtype
@@ -154,7 +154,12 @@ def _matmul(a, b):
     out = apply(matmul_p, (a, b), (), shape, dt)
     if squeeze_a or squeeze_b:
         shape = batch + ((sa[-2],) if not squeeze_a else ()) + ((sb[-1],) if not squeeze_b else ())
-        out = reshape(out, shape)
+        # PyTorch's node for a vector operand: dot, mv, a squeeze of a vector-matrix mm, or
+        # the view that folds a batched product back
+        name = ("DotBackward0" if squeeze_a and squeeze_b else
+                "SqueezeBackward4" if squeeze_a and len(sb) == 2 else
+                "MvBackward0" if len(sa) == 2 else "UnsafeViewBackward0")
+        out = name_grad_fn(reshape(out, shape), name)
     return out
 
 
@@ -167,7 +172,7 @@ def bmm(a, b):
         raise ArgumentError(f"bmm: batch sizes differ: {tuple(a.shape)} and {tuple(b.shape)}")
     if rt.local.autocast is None:
         _same_dtype("bmm", a, b)
-    return matmul(a, b)
+    return name_grad_fn(matmul(a, b), "BmmBackward0")
 
 
 @torch_op

@@ -17,7 +17,7 @@ from jax import lax
 
 from ...engine.errors import ArgumentError, DTypeError
 from ...engine import buckets as B, dtypes as D
-from ..tensor import _norm_dim, apply, Tensor
+from ..tensor import _norm_dim, apply, name_grad_fn, Tensor
 from ._core import _expand_back, full_p, nondiff, prim, reduce_sum_p, to_dtype
 from .elementwise import (abs, eq, exp, isfinite, isnan, log, logical_and, logical_not, maximum,
                           minimum, ne, pow, sqrt, where)
@@ -193,7 +193,10 @@ def sum(x, dim=None, keepdim=False, dtype=None):  # noqa: A001
     elif x.dtype.kind in "biu" and x.dtype is not D.canonical(D.int64):
         x = to_dtype(x, D.int64)
     shape = _reduced_shape(x._node.shape, axes, keepdim)
-    return apply(reduce_sum_p, (x,), (axes, keepdim), shape, x._node.dtype)
+    out = apply(reduce_sum_p, (x,), (axes, keepdim), shape, x._node.dtype)
+    if dim is not None and not shape:       # a vector's sum(0): PyTorch's dim overload
+        name_grad_fn(out, "SumBackward1")
+    return out
 
 
 
@@ -211,7 +214,8 @@ def mean(x, dim=None, keepdim=False, dtype=None):
     for a in axes:
         n *= x._node.shape[a]
     s = sum(x, axes, keepdim)
-    return s / n if n != 1 else s
+    return name_grad_fn(s / n if n != 1 else s, "MeanBackward0" if dim is None else
+                        "MeanBackward1")
 
 
 @torch_op
@@ -247,12 +251,14 @@ MinMax = collections.namedtuple("MinMax", ["values", "indices"])
 
 @torch_op
 def amax(x, dim=None, keepdim=False):
-    return _reduce_extreme(reduce_max_p, x, _axes(x, dim, "amax"), keepdim)
+    out = _reduce_extreme(reduce_max_p, x, _axes(x, dim, "amax"), keepdim)
+    return out if dim is None else name_grad_fn(out, "AmaxBackward0")
 
 
 @torch_op
 def amin(x, dim=None, keepdim=False):
-    return _reduce_extreme(reduce_min_p, x, _axes(x, dim, "amin"), keepdim)
+    out = _reduce_extreme(reduce_min_p, x, _axes(x, dim, "amin"), keepdim)
+    return out if dim is None else name_grad_fn(out, "AminBackward0")
 
 
 @torch_op
@@ -285,7 +291,8 @@ def _minmax_dim(x, dim, keepdim, argfn, op):
     values = _take_along_prim(x, idx, d)
     if not keepdim:
         values, idx = squeeze(values, d), squeeze(idx, d)
-    return MinMax(values, idx)
+    return MinMax(name_grad_fn(values, "MaxBackward0" if op == "max" else "MinBackward0", x),
+                  idx)
 
 
 def _arg(prim, x, dim, keepdim):
@@ -321,8 +328,9 @@ def prod(x, dim=None, keepdim=False, dtype=None):
     elif x.dtype.kind in "biu":
         x = to_dtype(x, D.int64)
     axes = _axes(x, dim, "prod")
-    return apply(reduce_prod_p, (x,), (axes, keepdim),
-                 _reduced_shape(x._node.shape, axes, keepdim), x._node.dtype)
+    out = apply(reduce_prod_p, (x,), (axes, keepdim),
+                _reduced_shape(x._node.shape, axes, keepdim), x._node.dtype)
+    return out if dim is None else name_grad_fn(out, "ProdBackward1")
 
 
 @torch_op
@@ -351,13 +359,15 @@ def var(x, dim=None, unbiased=None, keepdim=False, correction=None):
         n *= x._node.shape[a]
     mu = mean(x, axes, keepdim=True)
     d = x - mu
-    return sum(d * d, axes, keepdim) / builtins.max(n - correction, 0)
+    return name_grad_fn(sum(d * d, axes, keepdim) / builtins.max(n - correction, 0),
+                        "VarBackward0")
 
 
 @torch_op
 def std(x, dim=None, unbiased=None, keepdim=False, correction=None):
     # a constant row has std 0 and, as in PyTorch, gradient 0 (not inf * 0 = nan)
-    return _zero_safe_root(var(x, dim, unbiased, keepdim, correction), sqrt)
+    return name_grad_fn(_zero_safe_root(var(x, dim, unbiased, keepdim, correction), sqrt),
+                        "StdBackward0")
 
 
 @torch_op
@@ -368,7 +378,8 @@ def logsumexp(x, dim, keepdim=False):
     m = amax(x, axes, keepdim=True).detach()
     m = where(isfinite(m), m, 0.0)
     s = log(sum(exp(x - m), axes, keepdim=True)) + m
-    return s if keepdim else reshape(s, _reduced_shape(x._node.shape, axes, False))
+    s = s if keepdim else reshape(s, _reduced_shape(x._node.shape, axes, False))
+    return name_grad_fn(s, "LogsumexpBackward0")
 
 
 @torch_op(inplace=True)
@@ -393,6 +404,10 @@ def cumprod(x, dim):
 
 @torch_op
 def norm(x, p="fro", dim=None, keepdim=False):
+    return name_grad_fn(_norm(x, p, dim, keepdim), "LinalgVectorNormBackward0", x)
+
+
+def _norm(x, p, dim, keepdim):
     if isinstance(p, str) and p not in ("fro", "inf", "-inf"):
         raise ArgumentError(f"norm: order {p!r} not supported (flowlite's norm takes a number, "
                             f"inf, -inf or 'fro')")

@@ -20,7 +20,7 @@ from ...engine import buckets as B, layout
 from ...engine.host_data import HostNode, host_array, host_node, on_host
 from ...engine.cuts import _state as _cuts, cut, extends_sequence, note_cat
 from ...engine.runtime import rt
-from ..tensor import _norm_dim, apply, Tensor
+from ..tensor import _norm_dim, apply, name_grad_fn, Tensor
 from ._core import _promote, _shape_arg, as_tensor, broadcast_to, prim, reshape_p, to_dtype
 from .elementwise import mul
 from ._registry import register, torch_op
@@ -464,7 +464,8 @@ def repeat(x, *reps):
     for s, r in zip(shp, reps):
         inter += [r, s]
     y = broadcast_to(reshape(x, tuple(v for s in shp for v in (1, s))), tuple(inter))
-    return reshape(y, tuple(s * r for s, r in zip(shp, reps)))
+    return name_grad_fn(reshape(y, tuple(s * r for s, r in zip(shp, reps))), "RepeatBackward0",
+                        x)
 
 
 def _slice_prim(x, starts, stops, steps):
@@ -612,7 +613,7 @@ def stack(tensors, dim=0):
     host = _host_join(tensors, d, dt, np.stack)
     if host is not None:
         return host
-    return cat([unsqueeze(t, d) for t in tensors], d)
+    return name_grad_fn(cat([unsqueeze(t, d) for t in tensors], d), "StackBackward0")
 
 
 # cat/stack of host data (or materialised CPU tensors) at most this big is done on the host
@@ -782,7 +783,7 @@ def contiguous(x):
 @torch_op
 def clone(x, *, memory_format=None):
     # memory_format: flowlite tensors have no strides of their own to preserve
-    return mul(x, 1) if x.requires_grad else Tensor(x._node)
+    return name_grad_fn(mul(x, 1), "CloneBackward0") if x.requires_grad else Tensor(x._node)
 
 
 # ---- gather / scatter-add along an axis (a pair: each is the other's gradient) ----------

@@ -24,7 +24,7 @@ from jax import lax
 
 from ...engine.errors import ArgumentError, DTypeError, IndexRangeError
 from ...engine import dtypes as D
-from ..tensor import _norm_dim, apply, from_numpy, Tensor
+from ..tensor import _norm_dim, apply, from_numpy, name_grad_fn, Tensor
 from ._core import as_tensor, full_p, nondiff, prim, to_dtype
 from .shape import _take_along_prim, narrow, reshape, squeeze
 from .elementwise import eq, isnan, logical_and, logical_or, where
@@ -144,7 +144,7 @@ def sort(x, dim=-1, descending=False, stable=False):
         return SortResult(x, reshape(_argsort_prim(reshape(x, (1,)), 0, descending), ()))
     d = _norm_dim(dim, x.ndim, "sort")
     idx = _argsort_prim(x, d, descending)
-    return SortResult(_take_along_prim(x, idx, d), idx)
+    return SortResult(name_grad_fn(_take_along_prim(x, idx, d), "SortBackward0"), idx)
 
 
 @torch_op
@@ -178,8 +178,8 @@ def topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - PyTorch's nam
                     shape, _index_dtype())
     values = _take_along_prim(y, idx, d)
     if x.ndim == 0:
-        return TopkResult(reshape(values, ()), reshape(idx, ()))
-    return TopkResult(values, idx)
+        values, idx = reshape(values, ()), reshape(idx, ())
+    return TopkResult(name_grad_fn(values, "TopkBackward0", x), idx)
 
 
 def _select_sorted(x, order, pos, d, keepdim, result):
