@@ -29,24 +29,18 @@ from __future__ import annotations
 import os
 import sys
 
-try:
-    from . import specs
-    from .workloads import Unsupported, Workload
-except ImportError:  # run as a script: bench/ is on sys.path
-    import specs
-    from workloads import Unsupported, Workload
+import specs
+from specs import Workload
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _import():
+    """flowlite and models/ from this checkout, imported when a runner is made."""
     if _ROOT not in sys.path:
         sys.path.insert(0, _ROOT)
-    try:
-        import flowlite as fl
-        from models import cartpole
-    except ImportError as e:  # pragma: no cover - flowlite is this repository
-        raise Unsupported(f"flowlite is not importable ({e})") from None
+    import flowlite as fl
+    from models import cartpole
     return fl, cartpole
 
 

@@ -1,6 +1,10 @@
 """The flowlite side of the benchmark: the same models, written the way a user writes them
 (models/), loaded from the same numpy initialisation, trained on the same batches with the
-same optimizer.  `replay=True` wraps the step in `flowlite.compile` (trace-once replay)."""
+same optimizer.  `replay=True` wraps the step in `flowlite.compile` (trace-once replay).
+
+`generate` is the tutorial GPT (models/gpt.py) with its fixed-size KV cache, from the same
+initialisation and prompts as the JAX and PyTorch references; CartPole's fused rollout is in
+flowlite_cartpole.py."""
 from __future__ import annotations
 
 import os
@@ -8,14 +12,10 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
+    sys.path.insert(0, ROOT)     # flowlite and models/ from this checkout
 
-try:
-    from . import specs
-    from .workloads import Unsupported, Workload, _variant
-except ImportError:
-    import specs
-    from workloads import Unsupported, Workload, _variant
+import specs  # noqa: E402
+from specs import Unsupported, Workload, variant_of  # noqa: E402
 
 
 def _model(workload):
@@ -73,7 +73,7 @@ def wait(loss):
 
 def build_flowlite(workload, opts, replay=False, checks=True):
     import flowlite as fl
-    v = _variant(workload, opts)
+    v = variant_of(workload, opts)
     name = "flowlite-replay" if replay else "flowlite" if checks else "flowlite-nochecks"
     if workload in specs.TRAIN_WORKLOADS:
         tr = Trainer(workload, seed=opts.seed, replay=replay)
@@ -87,19 +87,34 @@ def build_flowlite(workload, opts, replay=False, checks=True):
     if replay:
         raise Unsupported("replay variant only for training workloads")
     if workload == "cartpole":
-        try:
-            from .flowlite_cartpole import build_flowlite_cartpole
-        except ImportError:
-            from flowlite_cartpole import build_flowlite_cartpole
+        from flowlite_cartpole import build_flowlite_cartpole
         return build_flowlite_cartpole(opts)
     if workload == "generate":
-        try:
-            from .flowlite_generate import build_flowlite_generate
-        except ImportError:
-            from flowlite_generate import build_flowlite_generate
         return build_flowlite_generate(opts)
     raise Unsupported(f"flowlite has no workload {workload!r}")
 
 
 def build_flowlite_replay(workload, opts):
     return build_flowlite(workload, opts, replay=True)
+
+
+def build_flowlite_generate(opts, fused=True):
+    """fused=True runs the whole generation as one executable (`mode="scan"`); fused=False
+    traces every token lazily (`mode="lazy"`, each decode step a cache hit)."""
+    import flowlite as fl
+    fl.manual_seed(opts.seed)
+    model = _model("gpt")
+    model.load_state_dict({k: fl.from_numpy(v)
+                           for k, v in specs.init_params("generate", opts.seed).items()})
+    model.eval()
+    prompt = fl.from_numpy(specs.make_prompt(opts.batch, opts.prompt_len, opts.seed))
+    fl.sync()
+    mode = "scan" if fused else "lazy"
+
+    def step():
+        return model.generate(prompt, opts.n_new, temperature=opts.temperature, top_k=opts.top_k,
+                              mode=mode)
+
+    return Workload("flowlite" if fused else "flowlite-lazy", "generate", step,
+                    lambda out: out.numpy(), opts.batch * opts.n_new, "token",
+                    variant_of("generate", opts))

@@ -24,7 +24,7 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir)
 sys.path.insert(0, ROOT)
 
 import flowlite as fl  # noqa: E402
-from bench.torchstyle_gpt import GPTConfig, build  # noqa: E402
+from torchstyle_gpt import GPTConfig, build  # noqa: E402
 
 
 def _nanogpt_model(path, cfg):

@@ -253,12 +253,12 @@ def part_cartpole(args):
     import flowlite as fl
     sizes = [1024, 4096, 16384, 65536] if not args.smoke else [64]
     K = 200 if not args.smoke else 10
-    try:
+    import workloads
+    torch, tdev = None, None
+    if workloads.torch_installed():
         import torch
         import torch_reference as tr
         tdev = "cuda" if (torch.cuda.is_available() and not args.smoke) else "cpu"
-    except ImportError:
-        torch, tdev = None, None
     rows = {}
     for n in sizes:
         row = {}
@@ -314,6 +314,7 @@ def part_profile(args):
     import jax
     import numpy as np
 
+    import specs
     import workloads
 
     out = {}
@@ -336,7 +337,7 @@ def part_profile(args):
                   ("dispatch_prefetch_read_us", read_prefetched)):
         out[k] = _median_us(fn, 30 if args.smoke else 300)
     for name in ("mlp", "gpt"):
-        wl = workloads.build("flowlite", name, workloads.Options(quick=args.smoke))
+        wl = workloads.build("flowlite", name, specs.Options(quick=args.smoke))
         for _ in range(5):
             wl.wait(wl.step())
         out[f"{name}_step_read_us"] = _median_us(lambda: wl.wait(wl.step()), 50)

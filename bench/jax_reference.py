@@ -21,10 +21,7 @@ import numpy as np
 import optax
 from jax import lax
 
-try:
-    from . import specs
-except ImportError:  # run as a script: bench/ is on sys.path
-    import specs
+import specs
 
 GPT, GPTConfig = specs.GPT, specs.GPTConfig
 
@@ -446,10 +443,7 @@ def selfcheck(verbose: bool = True) -> bool:
 
 
 def _time_all(n_steps=100):
-    try:
-        from . import harness
-    except ImportError:
-        import harness
+    import harness
     for w in specs.TRAIN_WORKLOADS:
         tr = Trainer(w)
         r = harness.time_alternating({w: tr.step}, n_steps=n_steps, warmup=5, wait=wait)

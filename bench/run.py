@@ -24,9 +24,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
+# run as a script, so bench/ (this folder) is on sys.path and its modules import each other by
+# name; flowlite and models/ come from this checkout
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # flowlite first: it sets its measured XLA:CPU options (flowlite/engine/xla_flags.py) before any
 # JAX backend exists, and the JAX reference in this process runs with the same ones
@@ -37,14 +37,6 @@ import workloads  # noqa: E402
 
 STEPS = {"mlp": (400, 30), "cnn": (120, 8), "gpt": (60, 6)}
 QUICK = (6, 2)
-
-
-def _torch_available():
-    try:
-        import torch  # noqa: F401
-        return True
-    except ImportError:
-        return False
 
 
 def _trace_cost(wl, n):
@@ -72,14 +64,14 @@ def _trace_cost(wl, n):
 
 def train_row(name, quick, with_torch, isolated):
     n, warm = QUICK if quick else STEPS[name]
-    opts = workloads.Options(quick=quick)
+    opts = specs.Options(quick=quick)
     fns, waits, built = {}, {}, {}
     frameworks = ["jax", "flowlite", "flowlite-replay", "flowlite-nochecks"] + \
         (["torch"] if with_torch else [])
     for fw in frameworks:
         try:
             wl = workloads.build(fw, name, opts)
-        except workloads.Unsupported:
+        except specs.Unsupported:
             continue
         built[fw], fns[fw], waits[fw] = wl, wl.step, wl.wait
     steal0, t0 = harness.steal_s(), time.monotonic()
@@ -129,7 +121,7 @@ def unit_rows(name, quick, with_torch):
     variants = [{"n_envs": 1}, {"n_envs": 1024}] if name == "cartpole" else \
         [{"batch": 1}, {"batch": 16}]
     for v in variants:
-        opts = workloads.Options(quick=quick, **v)
+        opts = specs.Options(quick=quick, **v)
         fns, waits, units = {}, {}, {}
         fws = ["flowlite", "jax", "numpy"] + (["torch"] if with_torch else [])
         if name == "generate":
@@ -137,14 +129,11 @@ def unit_rows(name, quick, with_torch):
         for fw in fws:
             try:
                 if fw == "flowlite-lazy":
-                    try:
-                        from flowlite_generate import build_flowlite_generate
-                    except ImportError:
-                        raise workloads.Unsupported("no flowlite generate")
+                    from flowlite_workloads import build_flowlite_generate
                     wl = build_flowlite_generate(opts, fused=False)
                 else:
                     wl = workloads.build(fw, name, opts)
-            except (workloads.Unsupported, ImportError):
+            except specs.Unsupported:
                 continue
             fns[fw], waits[fw], units[fw] = wl.step, wl.wait, wl.units_per_step
         if "flowlite" not in fns:
@@ -171,7 +160,7 @@ def main(argv=None):
                    help="skip the fresh-process first-step / RSS measurements")
     p.add_argument("--no-torch", action="store_true")
     args = p.parse_args(argv)
-    with_torch = _torch_available() and not args.no_torch
+    with_torch = workloads.torch_installed() and not args.no_torch
     if not args.quick and not harness.wait_for_quiet(0.15, timeout=60):
         print("warning: the machine is busy; timings will be noisy", file=sys.stderr)
     table = {}

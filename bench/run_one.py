@@ -14,20 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
 import time
 
 _T0 = time.perf_counter()
 
-if __package__ in (None, ""):
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import harness
-    import specs
-    import workloads
-else:
-    from . import harness, specs, workloads
+# run as a script (harness.run_isolated): bench/ is on sys.path, its modules import by name
+import harness  # noqa: E402
+import specs  # noqa: E402
+import workloads  # noqa: E402
 
 # (timed steps, warmup, dispatch-ahead steps per round) per workload; --quick uses QUICK_STEPS.
 STEPS = {"mlp": (200, 10, 50), "cnn": (100, 5, 20), "gpt": (60, 3, 10),
@@ -74,14 +70,14 @@ def main(argv=None) -> int:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
         jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
-    opts = workloads.Options(quick=a.quick, seed=a.seed, n_envs=a.n_envs, k_steps=a.k_steps,
+    opts = specs.Options(quick=a.quick, seed=a.seed, n_envs=a.n_envs, k_steps=a.k_steps,
                              policy=a.policy, rng_impl=a.rng_impl, batch=a.batch, prompt_len=a.prompt_len,
                              n_new=a.n_new, temperature=a.temperature, top_k=a.top_k or None)
     row = {"framework": a.framework, "workload": a.workload}
     t_build = time.perf_counter()
     try:
         w = workloads.build(a.framework, a.workload, opts)
-    except workloads.Unsupported as e:
+    except specs.Unsupported as e:
         row["skipped"] = str(e)
         print(json.dumps(row) if a.json else f"skipped: {e}")
         return 0

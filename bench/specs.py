@@ -4,7 +4,9 @@ Everything every framework must agree on lives here, so that the JAX reference, 
 reference and flowlite start from the same arrays: model configurations, parameter initialisers
 (PyTorch ``state_dict`` key names, PyTorch weight layouts, PyTorch's default initialisation
 distributions), the data batches, the CartPole physics (written once over an array namespace so
-NumPy, JAX and PyTorch run the same equations) and the KV-cache generation schedule.
+NumPy, JAX and PyTorch run the same equations) and the KV-cache generation schedule — and what a
+timed workload is (`Options`, `Workload`, `Unsupported`), the vocabulary every framework's
+builder (workloads.py's registry, flowlite_workloads.py, flowlite_cartpole.py) speaks.
 
 This module deliberately imports nothing but NumPy: a benchmark child process measuring one
 framework's peak RSS must not pay for another framework's import.
@@ -14,8 +16,9 @@ from __future__ import annotations
 
 import gzip
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -33,6 +36,59 @@ ADAMW_LR = 3e-4
 ADAMW_WEIGHT_DECAY = 0.01
 BETAS = (0.9, 0.999)
 EPS = 1e-8  # PyTorch's Adam/AdamW default, also optax's
+
+
+# --------------------------------------------------------------------------------------------
+# A timed workload: what every framework's builder returns
+# --------------------------------------------------------------------------------------------
+
+class Unsupported(Exception):
+    """This framework has no version of this workload here (or is not installed)."""
+
+
+@dataclass
+class Options:
+    quick: bool = False           # CI-sized run: fewer steps, shorter generation/rollouts
+    seed: int = 0
+    n_envs: int = 1024            # cartpole: environments stepped together
+    k_steps: int = 200            # cartpole: environment steps fused into one call (compiled)
+    policy: str = "random"        # cartpole: "random" or "linear"
+    rng_impl: str = "threefry2x32"  # cartpole, JAX-based: jax.random implementation
+    batch: int = 1                # generate: sequences decoded together
+    prompt_len: int = 8           # generate
+    n_new: int = 256              # generate: new tokens per sequence
+    temperature: float = 1.0      # generate: 0 means greedy
+    top_k: int | None = 20        # generate
+
+    def __post_init__(self):
+        if self.quick:
+            self.k_steps = min(self.k_steps, 20)
+            self.n_new = min(self.n_new, 32)
+
+    def asdict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class Workload:
+    framework: str
+    workload: str
+    step: Callable[[], Any]          # one timed call; returns something `wait` blocks on
+    wait: Callable[[Any], Any]       # blocks until step's result is computed
+    units_per_step: float = 1.0      # work per call (env steps, tokens); 1 for a training step
+    unit: str = "step"
+    variant: str = ""                # e.g. "N=1024", "B=16": rows compared in the same group
+    loss: Callable[[Any], float] | None = None  # training: step result -> float loss
+    info: dict = field(default_factory=dict)
+
+
+def variant_of(workload: str, opts: Options) -> str:
+    """The label of the rows one table compares: "N=<envs>" (cartpole), "B=<batch>" (generate)."""
+    if workload == "cartpole":
+        return f"N={opts.n_envs}"
+    if workload == "generate":
+        return f"B={opts.batch}"
+    return ""
 
 
 @dataclass(frozen=True)

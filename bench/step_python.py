@@ -51,7 +51,7 @@ class Step:
     """The MLP training step on package `fl`, with its phases timed by `clock`."""
 
     def __init__(self, fl, clock, seed=0):
-        from bench import specs
+        import specs
         nn, optim = fl.nn, fl.optim
         self.fl, self.clock = fl, clock
         fl.manual_seed(seed)

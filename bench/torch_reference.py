@@ -16,10 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-try:
-    from . import specs
-except ImportError:  # run as a script: bench/ is on sys.path
-    import specs
+import specs
 
 GPT = specs.GPT
 
@@ -246,10 +243,7 @@ class Generator:
 def selfcheck(verbose: bool = True) -> bool:
     """PyTorch against the JAX reference: same initial loss, close losses over 5 optimiser
     steps, same CartPole trajectory, same greedy generation."""
-    try:
-        from . import jax_reference as jr
-    except ImportError:
-        import jax_reference as jr
+    import jax_reference as jr
     import jax
     import jax.numpy as jnp
 

@@ -321,7 +321,8 @@ def test_progress_draws_a_bar_only_on_a_terminal(monkeypatch, capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 2 and out[0].startswith("step 3/10  loss 1.5000  acc 25.0%")
     assert out[0].endswith("|  test accuracy 50.00%") and out[1].startswith("step 10/10")
-    monkeypatch.setattr(train, "_interactive", lambda: True)
+    progress = sys.modules[train.Progress.__module__]    # trainer/progress.py
+    monkeypatch.setattr(progress, "_interactive", lambda: True)
     p = train.Progress(args, 0, 10, False)
     assert not p.log
     try:
