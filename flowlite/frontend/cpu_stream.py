@@ -457,13 +457,12 @@ class MT19937Stream:
             if np.any(p.sum(axis=1) == 0):
                 raise RuntimeError("invalid multinomial distribution (sum of probabilities "
                                    "<= 0)")
-            if not replacement and np.any(np.count_nonzero(p, axis=1) < num):
-                raise RuntimeError("invalid multinomial distribution (with replacement="
-                                   "False, not enough non-negative category to sample)")
             q = self.exponential(p.size, 1.0).astype(p.dtype).reshape(p.shape)
             r = p / q
             if num == 1:
                 return np.argmax(r, axis=1).astype(np.int64)[:, None]
+            # (top-k; PyTorch's order among equal ratios — zero weights drawn once the
+            # non-zero ones run out — is its sort's own, not reproduced)
             return np.argsort(-r, axis=1, kind="stable")[:, :num].astype(np.int64)
         out = np.empty((rows, num), np.int64)
         for i in range(rows):
