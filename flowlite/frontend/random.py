@@ -530,6 +530,8 @@ def _normal_vjp(a, i, o, g):
 
 
 _normal_p = pointwise("normal", lambda a, m, sd, z: m + sd * z, _normal_vjp)
+# a draw computed on the host, joined to its mean and std for their (zero) gradients
+_normal_drawn_p = pointwise("normal_drawn", lambda a, m, sd, out: out, _normal_vjp)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
@@ -557,6 +559,9 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     m = mean if isinstance(mean, Tensor) else _full_like(like, mean)
     shape = _broadcast_shapes(m.shape, std.shape if isinstance(std, Tensor) else (),
                               op="normal")
+    mt = cpu_stream(generator, like.device, "normal")
+    if mt is not None:
+        return _normal_host(mt, mean, std, m, shape, like)
     if isinstance(std, Tensor):
         sd = std
         z = randn(*shape, generator=generator, dtype=like.dtype, device=like.device)
@@ -570,6 +575,29 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
         else:
             z = randn(*shape, generator=generator, dtype=like.dtype, device=dev) * float(std)
     return apply(_normal_p, (_broadcast_to(m, shape), _broadcast_to(sd, shape), z))
+
+
+def _normal_host(mt, mean, std, m, shape, like):
+    """torch.normal with a tensor mean or std on the host, as ATen computes it: a standard
+    draw (`normal_(0, std)` for a number std), then `* std` and `+ mean` as separate
+    roundings (the tensors are read). Gradients reach mean and std as PyTorch's do: zeros."""
+    dt = like.dtype
+    n = _numel(shape)
+    if isinstance(std, Tensor):
+        z = mt.normal(n, dt.np).reshape(shape)
+        z = z * np.broadcast_to(np.asarray(std.detach().numpy(), dt.np), shape)
+    else:
+        z = mt.normal(n, dt.np, 0.0, float(std)).reshape(shape)
+    if isinstance(mean, Tensor):
+        z = z + np.broadcast_to(np.asarray(mean.detach().numpy(), dt.np), shape)
+    else:
+        z = z + dt.np.type(mean)
+    out = host_tensor(z, dt, like.device)
+    grads = [t for t in (mean, std) if isinstance(t, Tensor) and t.requires_grad]
+    if not grads:
+        return out
+    sd = std if isinstance(std, Tensor) else _full_like(like, 1.0)
+    return apply(_normal_drawn_p, (_broadcast_to(m, shape), _broadcast_to(sd, shape), out))
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):  # noqa: A002
