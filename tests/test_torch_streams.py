@@ -394,3 +394,40 @@ def test_dropout_in_a_training_step_keeps_the_device_stream():
     assert M.counters()["syncs"] - s0 == 5                # one per step (opt.step)
     assert bytes(fl.get_rng_state().numpy())[:5016] == cpu    # the CPU stream untouched
     assert len({float(v) for v in losses}) > 3            # a new mask every step
+
+
+# ---- the data pipeline -----------------------------------------------------------------------
+def test_data_loader_orders_samplers_and_splits_are_pytorchs():
+    import flowlite.compat.utils.data as fud
+    import torch.utils.data as tud
+
+    def run(lib, D):
+        out = []
+        lib.manual_seed(7)
+        ds = D.TensorDataset(lib.arange(50))
+        dl = D.DataLoader(ds, batch_size=8, shuffle=True)
+        for _ in range(2):                      # a seed drawn per epoch, then randperm
+            out.append([int(v) for b in dl for v in b[0].tolist()])
+        g = lib.Generator().manual_seed(3)
+        dl = D.DataLoader(ds, batch_size=8, shuffle=True, generator=g, drop_last=True)
+        for _ in range(2):
+            out.append([int(v) for b in dl for v in b[0].tolist()])
+        out.append([list(map(int, p.indices)) for p in D.random_split(
+            range(10), [4, 6], generator=lib.Generator().manual_seed(1))])
+        out.append([list(map(int, p.indices)) for p in D.random_split(range(10), [0.3, 0.7])])
+        out.append(list(D.SubsetRandomSampler([1, 5, 9, 11])))
+        out.append(list(D.WeightedRandomSampler([1.0, 0.0, 2.0, 0.5], 9)))
+        out.append(list(D.WeightedRandomSampler([1.0, 0.0, 2.0, 0.5], 3, replacement=False)))
+        out.append(list(D.RandomSampler(range(10), replacement=True, num_samples=40)))
+        out.append(list(D.RandomSampler(range(10), num_samples=25,
+                                        generator=lib.Generator().manual_seed(5))))
+        sampler = D.DistributedSampler(range(11), num_replicas=2, rank=1, seed=4)
+        sampler.set_epoch(3)
+        out.append(list(sampler))
+        dl = D.DataLoader(ds, batch_size=5, sampler=D.RandomSampler(ds))
+        out.append([int(v) for b in dl for v in b[0].tolist()])
+        out.append(lib.rand(3).tolist())        # the global stream still in step
+        return out
+
+    for i, (a, b) in enumerate(zip(run(fl, fud), run(torch, tud))):
+        assert a == b, i
