@@ -431,3 +431,31 @@ def test_data_loader_orders_samplers_and_splits_are_pytorchs():
 
     for i, (a, b) in enumerate(zip(run(fl, fud), run(torch, tud))):
         assert a == b, i
+
+
+def test_sampling_a_gpt_draws_pytorchs_tokens_with_one_read_per_token():
+    """nanoGPT's generate (crop, temperature, top-k, softmax, multinomial, cat) with the same
+    weights and seed samples PyTorch's tokens; the growing context compiles a few programs
+    (a length family, then the crop taken on the host: one fixed shape)."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir))
+    from bench.torchstyle_gpt import GPTConfig, build, copy_weights
+    cfg = GPTConfig(block_size=8, vocab_size=23, n_layer=1, n_head=2, n_embd=16)
+    fl.manual_seed(0)
+    ours = build(fl)(cfg)
+    ours.eval()
+    theirs = build(torch)(cfg)
+    theirs.eval()
+    copy_weights(ours, theirs, torch.from_numpy)
+    prompt = np.array([[3, 1], [5, 9]], np.int64)
+    fl.sync()
+    for top_k in (None, 5):
+        seed_both(5)
+        c0 = M.counters()
+        got = ours.generate(fl.from_numpy(prompt), 20, temperature=0.9, top_k=top_k).numpy()
+        c1 = M.counters()
+        want = theirs.generate(torch.from_numpy(prompt), 20, temperature=0.9, top_k=top_k)
+        np.testing.assert_array_equal(got, want.numpy())
+        assert c1["executions"] - c0["executions"] <= 20        # one read per token
+        assert c1["compiles"] - c0["compiles"] <= 6
