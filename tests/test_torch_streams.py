@@ -60,7 +60,7 @@ def test_state_bytes_are_pytorchs_and_interoperate(seed):
     fl.set_rng_state(fl.from_numpy(state.numpy()))
     same(fl.randn(5), expected)                          # the cached normal came along
     torch.manual_seed(99)
-    torch.set_rng_state(torch.from_numpy(fl.get_rng_state().numpy()))
+    torch.set_rng_state(torch.from_numpy(fl.get_rng_state().numpy().copy()))
     same(fl.rand(9), torch.rand(9))
 
 

@@ -1,10 +1,10 @@
 """PyTorch's CPU random stream, bit for bit: MT19937 and ATen's transforms of its words.
 
-Layer: frontend — imports nothing of flowlite (numpy and math only). `MT19937Stream` is the
-state of one `torch.Generator` on the CPU: a Mersenne Twister seeded with the low 32 bits of
-the seed (`at::mt19937`, the `std::mt19937` recurrence), PyTorch's cached second Box–Muller
-normal, and the 5056-byte state layout `torch.get_rng_state()` uses. Its draws reproduce
-PyTorch 2.13's CPU kernels (ATen/core/TransformationHelper.h, DistributionsHelper.h,
+Layer: frontend — imports nothing of flowlite. `MT19937Stream` is the state of one
+`torch.Generator` on the CPU: a Mersenne Twister seeded with the low 32 bits of the seed
+(`at::mt19937`, the `std::mt19937` recurrence), PyTorch's cached second Box–Muller normal, and
+the 5056-byte state layout `torch.get_rng_state()` uses. Its draws reproduce PyTorch 2.13's CPU
+kernels (ATen/core/TransformationHelper.h, DistributionsHelper.h,
 native/cpu/DistributionTemplates.h, MultinomialKernel.cpp, TensorFactories.cpp randperm),
 verified against torch itself (tests/test_torch_streams.py):
 

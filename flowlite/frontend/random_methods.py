@@ -5,9 +5,9 @@ Layer: frontend — imports engine.dtypes, engine.errors, ops, random, tensor. E
 `generator=` (flowlite.Generator, either kind) as PyTorch's do, checks its parameters as PyTorch
 does (RuntimeError naming the op) and rebinds the tensor to the draw (in-place semantics: views
 and `.data` see it). On a CPU tensor from the global or a CPU generator the draw is PyTorch's
-(frontend.cpu_stream), element by element in PyTorch's order (memory order: a transposed view
-is filled as its storage is); in a program (random.cpu_stream is None) distributions come from
-the device stream's uniforms and normals by the textbook transforms, flowlite's numbers.
+(frontend.cpu_stream), element by element in PyTorch's order (memory order: a transposed view is
+filled as its storage is); in a program (random.cpu_stream is None) distributions come from the
+device stream's uniforms and normals by the textbook transforms, flowlite's numbers.
 """
 from __future__ import annotations
 
