@@ -100,6 +100,11 @@ def manual_seed(seed) -> _DefaultGenerator:
     return default_generator
 
 
+def manual_seed_devices(seed) -> None:
+    """Seed the device streams only (torch.cuda.manual_seed: the CPU stream is untouched)."""
+    _seed_device_streams(check_seed(seed))
+
+
 def _seed_device_streams(s, draws=0):
     rt.rng_seed = s
     _keys.clear()
