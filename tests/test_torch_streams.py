@@ -459,3 +459,23 @@ def test_sampling_a_gpt_draws_pytorchs_tokens_with_one_read_per_token():
         np.testing.assert_array_equal(got, want.numpy())
         assert c1["executions"] - c0["executions"] <= 20        # one read per token
         assert c1["compiles"] - c0["compiles"] <= 6
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sixteen_bit_floats(dtype):
+    """rand/uniform_ (float32 draws rounded, a rounded-up bound given the lower one), normal_
+    (float32 Box–Muller rounded; a partial last block completes the drawn uniforms instead of
+    drawing 16 again) and exponential_ are PyTorch's."""
+    fd, td = dt(fl, dtype), dt(torch, dtype)
+    for seed in SEEDS[:3]:
+        seed_both(seed)
+        same(fl.rand(3000, dtype=fd).float(), torch.rand(3000, dtype=td).float())
+        same(fl.zeros(500, dtype=fd).uniform_(-0.3, 0.7).float(),
+             torch.zeros(500, dtype=td).uniform_(-0.3, 0.7).float())
+        same(fl.randn(7, dtype=fd).float(), torch.randn(7, dtype=td).float())
+        same(fl.zeros(50, dtype=fd).exponential_().float(),
+             torch.zeros(50, dtype=td).exponential_().float())
+        for n in (16, 17, 40, 100):
+            same(fl.zeros(n, dtype=fd).normal_(0.3, 0.7).float(),
+                 torch.zeros(n, dtype=td).normal_(0.3, 0.7).float(), n)
+        same(fl.rand(5), torch.rand(5))

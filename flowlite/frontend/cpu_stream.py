@@ -11,8 +11,10 @@ verified against torch itself (tests/test_torch_streams.py):
 * a 32-bit draw is one word (`random()`), a 64-bit draw two (`random64()`: first word high);
 * uniform floats: float32 from the low 24 bits of a word, float64 from the low 53 bits of a
   64-bit draw, then `x * (to - from) + from` as one fused multiply-add (the build contracts it);
+  float16/bfloat16 round float32 draws (a rounded-up `to` becomes `from`);
 * normal: `numel >= 16` and contiguous fills uniforms first and transforms blocks of 16 by
-  Box–Muller (the last 16 redrawn when numel % 16); float32 uses the AVX2 kernel's polynomial
+  Box–Muller (the last 16 redrawn when numel % 16; for 16-bit floats the last uniforms are
+  completed to a block instead); float32 (and 16-bit) uses the AVX2 kernel's polynomial
   log/sincos (avx_mathfun), float64 libm's; otherwise one double Box–Muller pair per two
   elements, the sine cached in the generator for the next scalar normal;
 * integers: `random() % range + low`, 64-bit draws when the range is at least 2**28;
@@ -309,26 +311,30 @@ class MT19937Stream:
     # ---- uniform reals --------------------------------------------------------------------
     def unit(self, n: int, dt) -> np.ndarray:
         """uniform_real_distribution<T>(0, 1): float64 from 53 bits of random64, float32
-        (and the 16-bit floats, as float32) from the low `digits` bits of random()."""
+        (and the 16-bit floats: float32 draws) from the low 24 bits of random()."""
         if np.dtype(dt) == _F64:
             return (self.words64(n) & _U64((1 << 53) - 1)).astype(_F64) * (2.0 ** -53)
-        d = _digits(dt)
-        return (self.words(n) & np.uint32((1 << d) - 1)).astype(_F32) * _F32(2.0 ** -d)
+        return (self.words(n) & np.uint32(0xFFFFFF)).astype(_F32) * _F32(2.0 ** -24)
 
     def uniform(self, n: int, dt, low: float = 0.0, high: float = 1.0) -> np.ndarray:
-        """Tensor.uniform_(low, high) of n elements of dtype dt (serial order)."""
+        """Tensor.uniform_(low, high) of n elements of dtype dt (serial order). The 16-bit
+        floats draw float32 values with float32 bounds, rounded, a rounded-up `high` given
+        `low` instead (the interval stays half-open)."""
         dt = np.dtype(dt)
         x = self.unit(n, dt)
-        if (low, high) == (0.0, 1.0):
-            return x.astype(dt, copy=False)
-        if dt == _F64:
-            fma, width, lo = fma64, high - low, low
-        else:
-            lo, hi = np.asarray(low, dt), np.asarray(high, dt)
-            fma, width, lo = fma32, (hi - lo).astype(_F32), lo.astype(_F32)
-        for i in range(0, n, _CHUNK):
-            x[i:i + _CHUNK] = fma(x[i:i + _CHUNK], width, lo)
-        return x.astype(dt, copy=False)
+        if (low, high) != (0.0, 1.0):
+            if dt == _F64:
+                fma, width, lo = fma64, high - low, low
+            else:
+                lo, hi = _F32(low), _F32(high)
+                fma, width = fma32, hi - lo
+            for i in range(0, n, _CHUNK):
+                x[i:i + _CHUNK] = fma(x[i:i + _CHUNK], width, lo)
+        if dt == _F64 or dt == _F32:
+            return x
+        out = x.astype(dt)
+        out[out == np.asarray(high, dt)] = np.asarray(low, dt)
+        return out
 
     # ---- normals ---------------------------------------------------------------------------
     def normal(self, n: int, dt, mean: float = 0.0, std: float = 1.0,
@@ -339,13 +345,17 @@ class MT19937Stream:
             if dt == _F64:
                 u = self.unit(n, _F64)
                 fill, m, s = _fill16_f64, float(mean), float(std)
-            else:       # float32 (the 16-bit floats are drawn as float32, then rounded)
+            else:       # float32 (the 16-bit floats too, then rounded)
                 u = self.unit(n, _F32)
                 fill, m, s = _fill16_f32, _F32(mean), _F32(std)
             k = n - n % 16
+            raw = u[k:].copy()
             fill(u[:k], m, s)
             if k != n:
-                tail = self.unit(16, u.dtype)
+                if dt == _F64 or dt == _F32:
+                    tail = self.unit(16, u.dtype)       # the last 16 drawn again
+                else:       # 16-bit floats: the last uniforms kept, the block completed
+                    tail = np.concatenate([raw, self.unit(16 - n % 16, _F32)])
                 fill(tail, m, s)
                 u[n - 16:] = tail
             return u.astype(dt, copy=False)
