@@ -1,8 +1,9 @@
 """torch.Generator and RNG state (flowlite.frontend.generator, random, random_methods), checked
-against PyTorch 2.13's semantics: the numbers are flowlite's own stream, so what is compared with
-PyTorch is reproducibility, independence of the streams, state save/restore, shapes and dtypes,
-error classes and the distributions; and that a device generator's draws stay in the program
-(one compile over many steps)."""
+against PyTorch 2.13's semantics: reproducibility, independence of the streams, state
+save/restore, shapes and dtypes, error classes and the distributions, for both ways of making a
+CPU generator (`Generator()`, `Generator(device="cpu")`: PyTorch's own numbers, compared bit for
+bit in tests/test_torch_streams.py); and that a generator's draws inside training steps never
+recompile (one compile over many steps)."""
 import os
 import subprocess
 import sys
