@@ -94,7 +94,7 @@ def manual_seed(seed) -> _DefaultGenerator:
     """Seed the global streams (like torch.manual_seed; returns the default generator): the
     CPU stream (PyTorch's, bit for bit) and every device's counter-based stream. Generators
     made with `Generator()` keep their own streams."""
-    s = check_seed(seed)
+    s = check_seed(int(seed))       # (torch.manual_seed("x"): int()'s ValueError)
     _cpu.manual_seed(s)
     _seed_device_streams(s)
     return default_generator
