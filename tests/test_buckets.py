@@ -144,6 +144,11 @@ def test_an_unsupported_primitive_compiles_exactly_and_stays_correct():
 
 
 def test_random_draws_of_a_growing_shape_outside_a_training_step_are_never_bucketed():
+    with fl.random.device_draws():          # (drawn in programs: on the CPU host data)
+        _growing_draws()
+
+
+def _growing_draws():
     def step(x):
         r = fl.rand_like(x)
         return fl.cat([x, r[:, -1:]], 1), r

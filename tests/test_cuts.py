@@ -2,7 +2,11 @@
 
 A loop that extends a sequence with `cat` and reads nothing until the end runs one piece per
 step, the pieces bucketed by length: a few programs in all, and exactly what the loop computes
-when it reads every step (or is never cut)."""
+when it reads every step (or is never cut).
+
+On the CPU `multinomial` draws PyTorch's numbers on the host, reading the probabilities every
+step (tests/test_torch_streams.py): these loops draw in programs instead, inside
+`flowlite.random.device_draws()`, where a generation loop reads nothing until the end."""
 import numpy as np
 import pytest
 
@@ -14,7 +18,8 @@ from flowlite.nn import functional as F
 @pytest.fixture(autouse=True)
 def _cuts_on():
     fl.set_graph_cuts(True)
-    yield
+    with fl.random.device_draws():
+        yield
     fl.set_graph_cuts(True)
 
 

@@ -157,7 +157,8 @@ def test_models_sharing_one_opt_step_line_are_not_recompiles():
     finally:
         fl.debug.set_recompile_warning_threshold(3)
     assert "recompile #" not in _explanations(), _explanations()
-    assert fl.metrics.counters()["compiles"] == 6      # each optimizer's init and step
+    # each model's step (its initialisation is host data, PyTorch's draws: no program)
+    assert fl.metrics.counters()["compiles"] == 3
     assert re.search(r"optimizer\.step\(\) at test_debug\.py:\d+ \(optimizer #\d+ at this "
                      r"line\)", fl.metrics.report())
 

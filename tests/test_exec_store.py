@@ -29,9 +29,11 @@ PROGRAM = textwrap.dedent("""
         return real(*a, **k)
     lowering.lower_program = counted
     fl.manual_seed(0)
-    m = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    with fl.random.device_draws():      # (an initialisation program: with the evaluation's
+                                        # and the step's, the store holds three or more)
+        m = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+        x = fl.randn(5, 6)
     opt = fl.optim.AdamW(m.parameters(), lr=1e-2)
-    x = fl.randn(5, 6)
     y = fl.tensor([0, 1, 2, 1, 0])
     losses = []
     for _ in range(3):
@@ -40,6 +42,8 @@ PROGRAM = textwrap.dedent("""
         loss.backward()
         opt.step()
         losses.append(loss.item())
+    with fl.no_grad():                  # an evaluation program
+        losses.append(m(x).square().sum().item())
     c = metrics.counters()
     print(json.dumps({"losses": losses, "weight": m[0].weight.tolist(),
                       "lowerings": calls[0], "compiles": c["compiles"],

@@ -1,8 +1,9 @@
 """torch.Generator and RNG state (flowlite.frontend.generator, random, random_methods), checked
-against PyTorch 2.13's semantics: the numbers are flowlite's own stream, so what is compared with
-PyTorch is reproducibility, independence of the streams, state save/restore, shapes and dtypes,
-error classes and the distributions; and that a device generator's draws stay in the program
-(one compile over many steps)."""
+against PyTorch 2.13's semantics: reproducibility, independence of the streams, state
+save/restore, shapes and dtypes, error classes and the distributions, for both ways of making a
+CPU generator (`Generator()`, `Generator(device="cpu")`: PyTorch's own numbers, compared bit for
+bit in tests/test_torch_streams.py); and that a generator's draws inside training steps never
+recompile (one compile over many steps)."""
 import os
 import subprocess
 import sys
@@ -26,11 +27,10 @@ def gen(lib, kind, seed):
     return g.manual_seed(seed)
 
 
-def draws(lib, g, sparse=True, between=lambda: None):
+def draws(lib, g, sparse=False, between=lambda: None):
     """One draw of every op taking generator= (in a fixed order), `between()` called after
     each.  PyTorch 2.13's nn.init.sparse_ draws its zeros' positions from the global stream
-    despite generator= (flowlite's does not): `sparse=False` leaves it out where that
-    matters."""
+    despite generator= (flowlite's too, to match): `sparse=True` adds it."""
     x = lib.zeros(4, 3)
     calls = [lambda: lib.rand(3, 4, generator=g), lambda: lib.randn(5, generator=g),
              lambda: lib.randint(2, 9, (6,), generator=g),
@@ -70,8 +70,8 @@ def values(ts):
 
 
 def test_every_draw_matches_pytorch_in_shape_and_dtype():
-    ours = draws(fl, gen(fl, "cpu", 0))
-    theirs = draws(torch, torch.Generator().manual_seed(0))
+    ours = draws(fl, gen(fl, "cpu", 0), sparse=True)
+    theirs = draws(torch, torch.Generator().manual_seed(0), sparse=True)
     assert len(ours) == len(theirs)
     for i, (a, b) in enumerate(zip(ours, theirs)):
         assert tuple(a.shape) == tuple(b.shape), i
@@ -115,7 +115,7 @@ def test_same_seed_same_draws_in_another_process():
 def test_generator_and_global_stream_never_touch_each_other(lib, kind):
     if lib is torch and kind is not None:
         kind = "cpu"
-    sparse = lib is fl
+    sparse = False      # (sparse_ draws from the global stream in both)
     lib.manual_seed(3)
     expected = lib.rand(8).numpy()
     g_expected = values(draws(lib, gen(lib, kind, 5), sparse))
@@ -197,15 +197,25 @@ def test_global_state_is_a_byte_tensor_and_restores_the_continuation():
         torch.set_rng_state(torch.zeros(3, dtype=torch.uint8))
 
 
-def test_legacy_uint32_state_still_loads():
+def test_legacy_states_restore_the_device_stream():
+    """flowlite <= 0.1's uint32[4] and the 24-byte device states still load: they restore the
+    counter-based device stream (dropout's), as they always held only that."""
+    drop = fl.nn.functional.dropout
     fl.manual_seed(2)
-    fl.rand(2)
-    raw = np.frombuffer(bytes(fl.get_rng_state().numpy()), np.uint8)
-    key, n = np.frombuffer(raw[8:16].tobytes(), "<u4"), int.from_bytes(raw[16:].tobytes(), "little")
-    expected = fl.rand(5).numpy()
-    fl.manual_seed(2)
+    drop(fl.ones(8), 0.5)
+    raw = bytes(fl.get_rng_state().numpy())
+    n = int.from_bytes(raw[5032:5040], "little")        # the device stream's draw counter
+    assert int.from_bytes(raw[5016:5024], "little") == 2 and n == 1
+    expected = drop(fl.ones(64), 0.5).numpy()
+    key = fl.random.seed_key(2)
+    fl.manual_seed(9)
     fl.set_rng_state(fl.from_numpy(np.array([key[0], key[1], n, 0], np.uint32)))
-    np.testing.assert_array_equal(fl.rand(5).numpy(), expected)
+    np.testing.assert_array_equal(drop(fl.ones(64), 0.5).numpy(), expected)
+    fl.manual_seed(9)
+    state24 = (2).to_bytes(8, "little") + np.asarray(key, "<u4").tobytes() + \
+        n.to_bytes(8, "little")
+    fl.set_rng_state(fl.from_numpy(np.frombuffer(state24, np.uint8).copy()))
+    np.testing.assert_array_equal(drop(fl.ones(64), 0.5).numpy(), expected)
 
 
 @pytest.mark.parametrize("lib", [fl, torch], ids=["flowlite", "torch"])

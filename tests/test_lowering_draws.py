@@ -1,11 +1,19 @@
 """A program's random draws lowered together (lowering.draw_groups): the draws of one kind
 that share their key are hashed as one vector and finished (erf_inv for normals) once, so
 an initialisation of many parameters compiles one such computation, not one per parameter,
-and every draw keeps the numbers it has when drawn alone, bit for bit."""
+and every draw keeps the numbers it has when drawn alone, bit for bit. (On the CPU the global
+stream draws on the host, PyTorch's numbers: these tests draw in programs, inside
+`flowlite.random.device_draws()`.)"""
 import numpy as np
 import pytest
 
 import flowlite as fl
+
+
+@pytest.fixture(autouse=True)
+def _in_programs():
+    with fl.random.device_draws():
+        yield
 
 
 _MAKERS = [lambda: fl.randn(3, 5), lambda: fl.rand(7), lambda: fl.randn(11, dtype=fl.float64),

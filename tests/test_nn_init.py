@@ -1,7 +1,10 @@
 """nn.init and every layer's default initialisation: statistics against PyTorch's documented
-distributions.  Everything is created lazily and materialised by ONE sync."""
+distributions, drawn on the host (PyTorch's stream: tests/test_torch_streams.py compares the
+numbers) and in a program (flowlite.random.device_draws: created lazily, materialised by ONE
+sync)."""
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -47,20 +50,25 @@ def check_normal(a, mean, std, what):
     assert 0.03 < tail < 0.065, f"{what}: tail mass {tail}"
 
 
-def test_default_layer_initialisation():
+@pytest.mark.parametrize("where", ["host", "program"])
+def test_default_layer_initialisation(where):
     fl.manual_seed(0)
     e0 = executions()
-    lin = nn.Linear(256, 512)
-    conv = nn.Conv2d(16, 64, 3)
-    convt = nn.ConvTranspose2d(32, 16, 3)          # weight (32, 16, 3, 3): fan_in 16*9
-    emb = nn.Embedding(1000, 64, padding_idx=3)
-    bn, ln, gn, rms = nn.BatchNorm2d(8), nn.LayerNorm(8), nn.GroupNorm(2, 8), nn.RMSNorm(8)
-    mha = nn.MultiheadAttention(64, 4)
-    lin2 = nn.Linear(256, 512)
-    assert executions() == e0                        # initialisation is lazy
-    assert lin.weight.is_pending
-    fl.sync()                                        # one program initialises everything
-    assert executions() == e0 + 1
+    with fl.random.device_draws() if where == "program" else contextlib.nullcontext():
+        lin = nn.Linear(256, 512)
+        conv = nn.Conv2d(16, 64, 3)
+        convt = nn.ConvTranspose2d(32, 16, 3)          # weight (32, 16, 3, 3): fan_in 16*9
+        emb = nn.Embedding(1000, 64, padding_idx=3)
+        bn, ln, gn, rms = nn.BatchNorm2d(8), nn.LayerNorm(8), nn.GroupNorm(2, 8), nn.RMSNorm(8)
+        mha = nn.MultiheadAttention(64, 4)
+        lin2 = nn.Linear(256, 512)
+    assert executions() == e0                        # nothing runs yet
+    if where == "program":
+        assert lin.weight.is_pending                 # drawn lazily in the program
+    else:
+        assert not lin.weight.is_pending             # PyTorch's numbers, drawn on the host
+    fl.sync()                                        # at most one program (the rest)
+    assert executions() <= e0 + 1
 
     b = 1 / math.sqrt(256)
     check_uniform(lin.weight.numpy(), -b, b, "Linear.weight")
@@ -89,7 +97,13 @@ def test_default_layer_initialisation():
     assert not np.array_equal(lin.weight.numpy(), lin2.weight.numpy())
 
 
-def test_init_functions():
+@pytest.mark.parametrize("where", ["host", "program"])
+def test_init_functions(where):
+    with fl.random.device_draws() if where == "program" else contextlib.nullcontext():
+        _init_functions()
+
+
+def _init_functions():
     fl.manual_seed(1)
     t = {k: fl.empty(200, 300) for k in ("u", "n", "c", "z", "o", "xu", "xn", "ku", "kn", "tn",
                                          "sp")}

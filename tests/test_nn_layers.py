@@ -656,10 +656,11 @@ def test_transformer_encoder_stack():
     assert keys[:4] == ["layers.0.self_attn.in_proj_weight", "layers.0.self_attn.in_proj_bias",
                         "layers.0.self_attn.out_proj.weight", "layers.0.self_attn.out_proj.bias"]
     assert "layers.2.norm2.bias" in keys and keys[-2:] == ["norm.weight", "norm.bias"]
-    # deep copies: the same (lazy, not yet computed) initial values, independent parameters
+    # deep copies: the same initial values (PyTorch's draws, host data), independent
+    # parameters
     a, b = enc.layers[0].linear1.weight, enc.layers[1].linear1.weight
     assert a is not b and isinstance(b, nn.Parameter) and b.is_leaf and b.requires_grad
-    assert a._node is b._node and a.is_pending
+    assert a._node is b._node and not a.is_pending
     with pytest.raises(RuntimeError, match="Need attn_mask"):   # as PyTorch
         enc(fl.randn(4, 2, 8), is_causal=True)
     mask = nn.Transformer.generate_square_subsequent_mask(4)

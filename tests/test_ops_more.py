@@ -267,6 +267,13 @@ def test_multinomial_without_replacement():
 
 
 def test_multinomial_is_lazy_reproducible_and_never_recompiles():
+    # drawn in a program (device_draws; on the CPU multinomial reads the probabilities and
+    # draws PyTorch's numbers on the host: tests/test_torch_streams.py)
+    with fl.random.device_draws():
+        _lazy_multinomial()
+
+
+def _lazy_multinomial():
     probs = fl.softmax(fl.randn(3, 50), -1)
     fl.sync()
 

@@ -1,10 +1,11 @@
 """`flowlite.cuda`: PyTorch's `torch.cuda` questions, answered from JAX's backends.
 
 `is_available()` is true exactly when JAX has a GPU backend; everything else follows from
-the JAX devices of that backend.  flowlite has one generator seed for all devices, so
-`manual_seed(_all)` reseeds it when a GPU exists — and, like PyTorch without CUDA, does
-nothing when none does; `get_rng_state(_all)`/`set_rng_state(_all)` save and restore the
-global stream's state on each GPU (opaque uint8 tensors; `[]` without a GPU).  `synchronize()` runs the pending graph (`flowlite.sync()`) and
+the JAX devices of that backend.  flowlite's device streams share one seed, so
+`manual_seed(_all)` reseeds them (not the CPU stream, as in PyTorch) when a GPU exists — and,
+like PyTorch without CUDA, does nothing when none does; `get_rng_state(_all)`/
+`set_rng_state(_all)` save and restore the device stream's state on each GPU (opaque uint8
+tensors; `[]` without a GPU).  `synchronize()` runs the pending graph (`flowlite.sync()`) and
 waits until the device has finished it.
 
 Layer: compat — imports engine.device, engine.executor, engine.phases, frontend.random.
@@ -156,7 +157,7 @@ def synchronize(dev=None) -> None:
 
 def manual_seed(seed: int) -> None:
     if _gpus():
-        _random.manual_seed(seed)
+        _random.manual_seed_devices(seed)       # (the CPU stream is torch.manual_seed's)
 
 
 manual_seed_all = manual_seed
@@ -164,7 +165,7 @@ manual_seed_all = manual_seed
 
 def seed() -> None:
     if _gpus():
-        _random.manual_seed(int.from_bytes(os.urandom(7), "little"))
+        _random.manual_seed_devices(int.from_bytes(os.urandom(7), "little"))
 
 
 seed_all = seed

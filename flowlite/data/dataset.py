@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 import numpy as np
 
 from .. import extend
-from .generator import host_rng
+from .generator import host_rng, torch_stream
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
            "ChainDataset", "StackDataset", "random_split", "batch_getter"]
@@ -209,9 +209,14 @@ def random_split(
     """
     if seed is not None and generator is not None:
         raise ValueError("random_split: pass either seed or generator, not both")
-    rng = np.random.default_rng(seed) if seed is not None else host_rng(generator, "random_split")
     sizes = _resolve_lengths(lengths, len(dataset))
-    order = rng.permutation(len(dataset))
+    mt = torch_stream(generator, "random_split") if seed is None else None
+    if mt is not None:                   # torch.randperm(n, generator=generator)
+        order = mt.randperm(len(dataset))
+    else:
+        rng = np.random.default_rng(seed) if seed is not None else \
+            host_rng(generator, "random_split")
+        order = rng.permutation(len(dataset))
     bounds = np.cumsum([0] + sizes)
     return [Subset(dataset, order[start:stop]) for start, stop in zip(bounds[:-1], bounds[1:])]
 

@@ -23,6 +23,7 @@ batches on the device, so the step after this one finds its inputs ready.
 from __future__ import annotations
 
 import atexit
+import itertools
 import math
 import numbers
 import queue
@@ -36,7 +37,7 @@ from .. import extend
 from .collate import (collate_numpy, default_collate, default_convert, to_device,
                       torch_structure)
 from .dataset import IterableDataset, batch_getter
-from .generator import host_rng
+from .generator import host_rng, host_seed, seeded_stream, torch_stream
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 __all__ = ["DataLoader", "collate_numpy", "to_device", "default_collate", "default_convert",
@@ -487,7 +488,18 @@ class DataLoader:
         """This replica's sample indices for ``epoch``, in the order they will be batched
         (the built-in order; with a sampler, the sampler decides)."""
         n = len(self.dataset)
-        if self.shuffle:
+        mt = torch_stream(self.generator, "DataLoader") if self.seed is None else None
+        if self.shuffle and mt is not None:
+            # PyTorch's RandomSampler: randperm from the generator or, without one, from a
+            # generator seeded by a draw of the global stream
+            if self.generator is None:
+                mt = seeded_stream(host_seed())
+            order = mt.randperm(n)
+            if self.generator is not None and n:
+                # the sampler ends its epoch with one more randperm(n) (num_samples % n of
+                # it: none) — from the loader's own generator, drawn here, with the epoch's
+                mt.randperm(n)
+        elif self.shuffle:
             rng = (np.random.default_rng(self.seed + epoch) if self.seed is not None
                    else host_rng(self.generator, "DataLoader"))
             order = rng.permutation(n)
@@ -503,8 +515,9 @@ class DataLoader:
         Lazy because samplers may be effectively endless (minGPT's num_samples=1e10)."""
         if not self._builtin_order:
             if self.batch_sampler is not None:
-                return (np.asarray(b, dtype=np.int64) for b in self.batch_sampler)
-            return iter(self.sampler)          # batch_size=None: one index per "batch"
+                it = self._sampler_started(iter(self.batch_sampler))
+                return (np.asarray(b, dtype=np.int64) for b in it)
+            return self._sampler_started(iter(self.sampler))   # batch_size=None: one index each
         order = self.indices_for_epoch(epoch)
         if self.batch_size is None:
             return iter(order.tolist())
@@ -576,10 +589,26 @@ class DataLoader:
                     return
         return batches
 
+    def _base_seed(self) -> int:
+        """The iterator's base seed, drawn as PyTorch's DataLoader iterator draws it (an int64
+        `random_()` of the loader's generator, or the global stream) before any sampler draw."""
+        if torch_stream(self.generator, "DataLoader") is not None:
+            return host_seed(self.generator)
+        return int(host_rng(self.generator, "DataLoader").integers(0, 2 ** 62))
+
+    def _sampler_started(self, it):
+        """`it` with its first item drawn now, on the caller's thread (a sampler's first
+        draws from the global stream come in PyTorch's order, never from the loader thread)."""
+        first = next(it, _END)
+        if first is _END:
+            return iter(())
+        return itertools.chain((first,), it)
+
     def __iter__(self) -> Iterator[Any]:
         epoch = self._epoch
         self._epoch += 1
         workers = self.num_workers
+        base = self._base_seed()            # (PyTorch draws it for every iterator)
         if workers == 0:
             if self._iterable:
                 source = self._iterable_batches()
@@ -588,7 +617,6 @@ class DataLoader:
                 source = lambda: map(make_batch, plan)  # noqa: E731 (the plan runs in the thread)
             return _BatchIterator([source], threaded=self.prefetch > 0, depth=self.prefetch,
                                   timeout=self.timeout)
-        base = int(host_rng(self.generator, "DataLoader").integers(0, 2 ** 62))
         infos = [WorkerInfo(k, workers, base + k, self.dataset) for k in range(workers)]
         init_fn = self.worker_init_fn
         if init_fn is not None and self.persistent_workers:

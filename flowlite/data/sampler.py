@@ -1,10 +1,10 @@
 """Samplers: which dataset indices a DataLoader visits, and in what order (PyTorch's API).
 
-Every sampler yields plain Python ints; `BatchSampler` groups them into lists.  Randomness
-is host-side numpy: with `generator=` it comes from that Generator's stream, otherwise
-from a stream seeded by flowlite's global generator — so `flowlite.manual_seed` makes a
-run's orders reproducible, as `torch.manual_seed` does (the orders themselves are not
-PyTorch's numbers: the streams differ).
+Every sampler yields plain Python ints; `BatchSampler` groups them into lists.  Randomness is
+PyTorch's, drawn on the host: with `generator=` (a CPU Generator) from that stream, otherwise
+from the global CPU stream — RandomSampler first draws a seed there and shuffles with a
+generator of its own, as PyTorch's does — so with the same seeds the orders are PyTorch's. A
+numpy Generator (or a device Generator) draws numpy's numbers instead.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Iterator, Optional, Sequence
 import jax
 import numpy as np
 
-from .generator import host_rng
+from .generator import host_rng, host_seed, seeded_stream, torch_stream
 
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
            "WeightedRandomSampler", "BatchSampler", "DistributedSampler"]
@@ -74,6 +74,21 @@ class RandomSampler(Sampler):
     def __iter__(self):
         # a generator, drawn chunk by chunk: minGPT asks for num_samples=1e10 with replacement
         n = len(self.data_source)
+        mt = torch_stream(self.generator, "RandomSampler")
+        if mt is not None:
+            if self.generator is None:          # PyTorch: a seed from the global stream
+                mt = seeded_stream(host_seed())
+            if self.replacement:
+                for _ in range(self.num_samples // 32):
+                    yield from mt.randint(32, 0, n).tolist()
+                yield from mt.randint(self.num_samples % 32, 0, n).tolist()
+                return
+            if not n:
+                return
+            for _ in range(self.num_samples // n):
+                yield from mt.randperm(n).tolist()
+            yield from mt.randperm(n)[:self.num_samples % n].tolist()   # (drawn even if empty)
+            return
         rng = host_rng(self.generator, "RandomSampler")
         if self.replacement:
             full, rest = divmod(self.num_samples, 32)
@@ -99,8 +114,13 @@ class SubsetRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self):
+        mt = torch_stream(self.generator, "SubsetRandomSampler")
+        if mt is not None:
+            for i in mt.randperm(len(self.indices)).tolist():
+                yield self.indices[i]
+            return
         order = host_rng(self.generator, "SubsetRandomSampler").permutation(len(self.indices))
-        return iter([self.indices[i] for i in order.tolist()])
+        yield from [self.indices[i] for i in order.tolist()]
 
     def __len__(self):
         return len(self.indices)
@@ -130,6 +150,10 @@ class WeightedRandomSampler(Sampler):
         self.generator = generator
 
     def __iter__(self):
+        mt = torch_stream(self.generator, "WeightedRandomSampler")
+        if mt is not None:          # torch.multinomial of the float64 weights
+            w = self.weights[None]
+            return iter(mt.multinomial(w, self.num_samples, self.replacement)[0].tolist())
         rng = host_rng(self.generator, "WeightedRandomSampler")
         p = self.weights / self.weights.sum()
         return iter(rng.choice(len(p), size=self.num_samples, replace=self.replacement,
@@ -198,7 +222,7 @@ class DistributedSampler(Sampler):
     def __iter__(self):
         n = len(self.dataset)
         if self.shuffle:
-            order = np.random.default_rng(self.seed + self.epoch).permutation(n).tolist()
+            order = seeded_stream(self.seed + self.epoch).randperm(n).tolist()
         else:
             order = list(range(n))
         if not self.drop_last:

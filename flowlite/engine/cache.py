@@ -1,10 +1,10 @@
 """The executable cache: graph structures and their executables, keyed by graph.
 
-Layer: engine — imports buckets, exec_store, host_data, ir, lowering, matmul_precision, metrics,
-phases, rollback. A graph key maps to a _Structure (what every run of that graph fixes:
-donatable leaves, check masks, packed host scalars) holding its executables by donation set,
-least recently used first, at most `set_cache_limit()` structures; a key recorded with the ops
-maps straight to its structure (_by_stream). JAX's persistent compilation cache is set up under
+Layer: engine — imports buckets, exec_store, ir, lowering, matmul_precision, metrics, phases,
+rollback. A graph key maps to a _Structure (what every run of that graph fixes: donatable
+leaves, check masks, packed host scalars) holding its executables by donation set, least
+recently used first, at most `set_cache_limit()` structures; a key recorded with the ops maps
+straight to its structure (_by_stream). JAX's persistent compilation cache is set up under
 ~/.cache/flowlite/xla (FLOWLITE_CACHE_DIR; "off" disables it), and in it flowlite's own store of
 executables keyed by graph (exec_store: a second process loads them without tracing).
 clear_cache() drops the in-memory ones and every cache registered with on_clear().
@@ -18,7 +18,6 @@ import sys
 import jax
 
 from . import buckets, exec_store, ir, matmul_precision, metrics
-from .host_data import HostNode, uploaded
 from .lowering import pack_groups, pack_values
 from .phases import clock, note_h2d
 from .rollback import _replaced_input
@@ -182,9 +181,11 @@ class _Structure:
             leaf = leaves[j]
             # any holder beyond those counted in `expect` (a tensor, the tape) means the
             # buffer is still reachable
-            if _getrefcount(leaf) != expect or (leaf.__class__ is HostNode and
-                                                  not uploaded(leaf)):
-                continue    # (host data not uploaded: its argument is a host array)
+            if _getrefcount(leaf) != expect:
+                continue
+            # host data updated in place (parameters initialised on the host, PyTorch's
+            # draws): uploaded now, so the first step donates it as every later step donates
+            # its own outputs — one program, not a first one without donation
             v = leaf.value
             # the array itself: leaf.value, `v`, getrefcount's argument (a deleted array
             # fails the call whether donated or not)

@@ -1,23 +1,21 @@
-"""`Generator`: PyTorch's `torch.Generator`, a random stream of its own, on the host or a device.
+"""`Generator`: PyTorch's `torch.Generator`, a random stream of its own.
 
-Layer: frontend — imports engine.device, engine.dtypes, engine.ir, engine.mesh, tensor. Two
-kinds, chosen by how the generator is made (their numbers are flowlite's, not PyTorch's):
+Layer: frontend — imports cpu_stream, engine.device, engine.dtypes, engine.ir, engine.mesh,
+tensor. Two kinds, chosen by the generator's device as in PyTorch:
 
-* `Generator()` — a **host** stream: a seeded numpy PCG64 generator, for the data pipeline
-  (samplers, `random_split`, DataLoader shuffles) and host-drawn values (`rand(...,
-  generator=g)` returns materialised data). Ops that draw on the device (`multinomial`,
-  `bernoulli`, ...) take a fresh key from this stream for each draw.
-* `Generator(device=d)` (any device, `"cpu"` included: a sampling loop's
-  `torch.Generator(device=device)`) — a **device** stream: flowlite's counter-based stream
-  (the global one's algorithm) with its own seed and draw counter. Its key is device data
-  (one copy per device, never a constant of a program) and each draw folds the generator's
-  counter into it inside the program, as the global stream does: draws stay lazy inside the
-  step's program and drawing again never recompiles. A device generator seeded with `s`
-  draws what the global stream draws after `manual_seed(s)` (PyTorch's rule too).
+* a **CPU** generator (`Generator()`, `Generator(device="cpu")`) is PyTorch's CPU generator
+  bit for bit (cpu_stream.MT19937Stream: MT19937 and ATen's transforms): seeded alike, it
+  draws exactly PyTorch's numbers for CPU tensors, on the host (the values are host data that
+  enters later programs as an argument), and its state is PyTorch's 5056 bytes. A draw that
+  must happen inside a program (inside `flowlite.compile`, on a mesh) takes a key from it.
+* a **device** generator (`Generator(device=d)`, d not a CPU) is flowlite's counter-based
+  stream (the global device stream's algorithm) with its own seed and draw counter: its key is
+  device data and each draw folds the counter in inside the program, so draws stay lazy in the
+  step's program and drawing again never recompiles. Seeded with `s` it draws what the global
+  device stream draws after `manual_seed(s)` (PyTorch's rule too).
 
-Either kind never touches the global stream (`manual_seed`, dropout) and the global stream
-never touches it; the same seed gives the same sequence in any process. States
-(`get_state`/`set_state`) are opaque uint8 tensors, as in PyTorch.
+Either kind never touches the global streams and the global streams never touch it. States
+(`get_state`/`set_state`) are uint8 tensors, as in PyTorch.
 """
 from __future__ import annotations
 
@@ -30,13 +28,13 @@ from ..engine import dtypes as D
 from ..engine.device import Device, device as _device
 from ..engine.ir import scalar_node
 from ..engine.mesh import put
+from .cpu_stream import DEFAULT_SEED, STATE_BYTES, MT19937Stream
 from .tensor import Tensor, from_jax, from_numpy
 
-__all__ = ["Generator", "DEFAULT_SEED", "seed_key", "place_key", "host_stream", "counter"]
+__all__ = ["Generator", "DEFAULT_SEED", "seed_key", "place_key", "host_stream", "counter",
+           "check_seed"]
 
-DEFAULT_SEED = 67280421310721       # torch.Generator().initial_seed()
 _MASK = (1 << 64) - 1
-_HOST_STATE_BYTES = 64
 _DEVICE_STATE_BYTES = 24            # seed, key, draw counter: 8 bytes each
 
 
@@ -75,31 +73,40 @@ def _state_bytes(state, what: str) -> bytes:
     return bytes(arr.reshape(-1))
 
 
+def check_seed(seed, op="manual_seed") -> int:
+    """A seed as PyTorch takes it: an integer in [-2**63, 2**64) (negatives wrap)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        try:
+            seed = int(seed)
+        except (TypeError, ValueError):
+            raise RuntimeError(f"{op} expected a long, but got "
+                               f"{type(seed).__name__}") from None
+    seed = int(seed)
+    if not -(1 << 63) <= seed < (1 << 64):
+        raise RuntimeError(f"{op}: Overflow when unpacking long ({seed})")
+    return seed & _MASK
+
+
 class Generator:
-    """torch.Generator: `Generator()` a host stream, `Generator(device=d)` a device stream."""
+    """torch.Generator: a CPU generator is PyTorch's MT19937 stream (on the host); a
+    generator of another device is flowlite's counter-based device stream."""
 
     def __init__(self, device=None):
-        self._on_device = device is not None
         self.device = _device(device) if device is not None else _device("cpu")
+        self._on_device = self.device.type != "cpu"
         self._keys: dict = {}       # Device -> key Tensor (device kind)
+        self.mt = None if self._on_device else MT19937Stream(DEFAULT_SEED)
         self.manual_seed(DEFAULT_SEED)
 
     # ---- PyTorch's methods ------------------------------------------------------------------
     def manual_seed(self, seed) -> "Generator":
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-            try:
-                seed = int(seed)
-            except (TypeError, ValueError):
-                raise RuntimeError(f"manual_seed expected a long, but got "
-                                   f"{type(seed).__name__}") from None
-        seed = int(seed)
-        self._seed = seed & _MASK if seed < 0 else seed
+        self._seed = check_seed(seed)
         if self._on_device:
             self._raw = seed_key(self._seed)
             self._keys.clear()
             self._n = 0
         else:
-            self.rng = np.random.Generator(np.random.PCG64(self._seed & _MASK))
+            self.mt.manual_seed(self._seed)
         return self
 
     def seed(self) -> int:
@@ -109,56 +116,45 @@ class Generator:
         return s
 
     def initial_seed(self) -> int:
-        return self._seed
+        return self._seed if self._on_device else self.mt.seed
 
     def get_state(self) -> Tensor:
-        """The stream's state as a uint8 tensor (PyTorch's ByteTensor convention)."""
+        """The stream's state as a uint8 tensor (a CPU generator's: PyTorch's 5056 bytes)."""
         if self._on_device:
             raw = ((self._seed & _MASK).to_bytes(8, "little")
                    + np.asarray(self._raw, "<u4").tobytes() + self._n.to_bytes(8, "little"))
             return _state_tensor(raw)
-        full = self.rng.bit_generator.state
-        st = full["state"]
-        words = [st["state"], st["inc"], self._seed & _MASK,
-                 (full["has_uint32"] << 64) | full["uinteger"]]
-        return _state_tensor(b"".join(int(w).to_bytes(16, "little") for w in words))
+        return _state_tensor(self.mt.get_state())
 
     def set_state(self, state) -> "Generator":
         raw = _state_bytes(state, "Generator.set_state")
-        want = _DEVICE_STATE_BYTES if self._on_device else _HOST_STATE_BYTES
+        want = _DEVICE_STATE_BYTES if self._on_device else STATE_BYTES
         if len(raw) != want:
-            kind = "device" if self._on_device else "host"
+            kind = f"'{self.device.type}'" if self._on_device else "CPU"
             raise RuntimeError(f"Generator.set_state: expected the {want}-byte state of a "
-                               f"{kind} generator (from get_state() of a generator made "
-                               f"{'with' if self._on_device else 'without'} device=), got "
-                               f"{len(raw)} bytes")
+                               f"{kind} generator (its get_state()), got {len(raw)} bytes")
         if self._on_device:
             self._seed = int.from_bytes(raw[:8], "little")
             self._raw = np.frombuffer(raw[8:16], "<u4").astype(np.uint32)
             self._n = int.from_bytes(raw[16:], "little")
             self._keys.clear()
             return self
-        s, inc, seed, extra = (int.from_bytes(raw[i:i + 16], "little") for i in (0, 16, 32, 48))
-        self._seed = seed
-        bg = np.random.PCG64()
-        bg.state = {"bit_generator": "PCG64", "state": {"state": s, "inc": inc},
-                    "has_uint32": extra >> 64, "uinteger": extra & _MASK}
-        self.rng = np.random.Generator(bg)
+        self.mt.set_state(raw)
         return self
 
     def clone_state(self) -> "Generator":
-        g = Generator(self.device if self._on_device else None)
+        g = Generator(self.device)
         return g.set_state(self.get_state())
 
     # ---- flowlite's draws -------------------------------------------------------------------
     def draw_key(self, device: Device, op: str):
-        """(key, counter) tensors for one draw of `op` on `device`, advancing this stream."""
-        if not self._on_device:
-            raw = self.rng.integers(0, 2 ** 32, size=2, dtype=np.uint32)
-            return place_key(raw, device), counter(0)
+        """(key, counter) tensors for one draw of `op` on `device` drawn in a program,
+        advancing this stream (a CPU generator: two of its words make the key)."""
         if self.device.type != device.type:
             raise RuntimeError(f"{op}: Expected a '{device.type}' device type for generator "
                                f"but found '{self.device.type}'")
+        if not self._on_device:
+            return place_key(self.mt.words(2), device), counter(0)
         key = self._keys.get(device)
         if key is None:
             key = self._keys[device] = place_key(self._raw, device)
@@ -167,10 +163,11 @@ class Generator:
         return key, counter(n)
 
     def host_rng(self) -> np.random.Generator:
-        """A numpy stream for host-side draws (samplers, splits): the host kind's own stream;
-        for the device kind, one derived from (key, counter), advancing the counter."""
+        """A numpy stream for host-side draws without a PyTorch counterpart: one seeded by
+        a 64-bit draw of a CPU generator; for the device kind, one derived from (key,
+        counter), advancing the counter."""
         if not self._on_device:
-            return self.rng
+            return np.random.default_rng(int(self.mt.words64(1)[0]))
         n = self._n
         self._n = n + 1
         k = [int(x) for x in self._raw]
@@ -182,8 +179,8 @@ class Generator:
         return self._on_device
 
     def __repr__(self):
-        kind = f"device={self.device}" if self._on_device else "host"
-        return f"Generator({kind}, seed={self._seed})"
+        kind = f"device={self.device}" if self._on_device else "cpu"
+        return f"Generator({kind}, seed={self.initial_seed()})"
 
 
 def host_stream(generator, where: str, global_seed) -> np.random.Generator:

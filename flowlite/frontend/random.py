@@ -1,15 +1,27 @@
-"""Device-resident randomness.
+"""Random draws: PyTorch's CPU stream on the host, flowlite's counter-based stream in programs.
 
-Layer: frontend — imports engine.device, engine.dtypes, engine.errors, engine.host_data,
-engine.ir, engine.runtime, generator, ops, ops._core, ops.creation, primitives, tensor. The seed
-key is device data (one per device) and every draw folds a host draw counter (`rt.rng_draws`,
-entering the graph as data) into it inside the graph, so masks differ every step, are
-reproducible per seed, nothing recompiles, and the seed is never baked into a program.
+Layer: frontend — imports cpu_stream, engine.device, engine.dtypes, engine.errors,
+engine.host_data, engine.ir, engine.runtime, generator, ops, ops._core, primitives, tensor.
 
-Every draw takes `generator=` as in PyTorch (flowlite.frontend.generator: a host stream or a
-device stream of its own, never touching the global one). States are opaque uint8 tensors
-(`get_rng_state`/`set_rng_state`, `Generator.get_state`); `fork_rng` puts the global streams
-back after a block; `default_generator` is the global stream seen as a Generator.
+Where a draw happens decides its numbers:
+
+* **on the host, PyTorch's numbers**: a draw for a plain CPU device from the global generator
+  or a CPU `Generator` (factories, in-place draws, `multinomial`, `bernoulli`, `nn.init`, the
+  layers' default initialisation) is computed here by cpu_stream.MT19937Stream — PyTorch's
+  MT19937 and transforms, in PyTorch's order — and becomes host data: materialised values that
+  enter later programs as one argument (no program, no compile; a draw in a training step is
+  new data for the same executable). `manual_seed(s)` seeds it as `torch.manual_seed(s)` does,
+  and `get_rng_state()` is PyTorch's 5056-byte state.
+* **in a program, flowlite's numbers**: dropout masks (`F.dropout`, `nn.Dropout`, attention
+  and RNN dropout), draws traced by `flowlite.compile`, draws on a mesh or an accelerator and
+  from a device `Generator` use the counter-based device stream: the seed key is device data
+  (one per device) and every draw folds a host draw counter (`rt.rng_draws`, entering the graph
+  as data) into it inside the graph, so masks differ every step, are reproducible per seed,
+  nothing recompiles, and the seed is never baked into a program. `manual_seed` reseeds it too;
+  its seed and counter ride in the two unused doubles of the CPU state.
+
+`fork_rng` puts both global streams back after a block; `default_generator` is the global
+stream seen as a Generator.
 """
 from __future__ import annotations
 
@@ -23,12 +35,13 @@ from ..engine.errors import ArgumentError, DTypeError, UnsupportedError
 from . import primitives as P
 from ..engine.device import default_device, device as _device
 from ..engine.ir import scalar_node
-from .generator import DEFAULT_SEED, Generator, counter, host_stream, place_key, seed_key
+from .cpu_stream import STATE_BYTES, MT19937Stream
+from .generator import (DEFAULT_SEED, Generator, check_seed, counter, host_stream, place_key,
+                        seed_key)
 from .ops import _dev, reshape
 from .ops import broadcast_shapes as _broadcast_shapes, broadcast_to as _broadcast_to
 from .ops import full_like as _full_like, zeros_like as _zeros_like
 from .ops._core import int_size, pointwise
-from .ops.creation import host_permutation, host_randint
 from ..engine.host_data import host_node, on_host
 from ..engine.runtime import rt
 from .tensor import Tensor, apply, from_numpy
@@ -37,6 +50,7 @@ _MASK64 = (1 << 64) - 1
 
 _keys: dict = {}       # Device -> Tensor holding the global stream's key (device data)
 _raws: dict = {}       # Device -> the same key on the host (states are read without a sync)
+_cpu = MT19937Stream(0)     # the default CPU generator (flowlite starts seeded with 0)
 
 
 class _DefaultGenerator:
@@ -48,14 +62,16 @@ class _DefaultGenerator:
     def device(self):       # (a property: importing flowlite must not start JAX's backend)
         return _device("cpu")
 
+    @property
+    def mt(self):
+        return _cpu
+
     def manual_seed(self, s):
         manual_seed(s)
         return self
 
     def seed(self) -> int:
-        s = int.from_bytes(os.urandom(8), "little") >> 1
-        manual_seed(s)
-        return s
+        return seed()
 
     def initial_seed(self) -> int:
         return initial_seed()
@@ -68,31 +84,43 @@ class _DefaultGenerator:
         return self
 
     def __repr__(self):
-        return f"<flowlite default_generator seed={rt.rng_seed}>"
+        return f"<flowlite default_generator seed={_cpu.seed}>"
 
 
 default_generator = _DefaultGenerator()
 
 
 def manual_seed(seed) -> _DefaultGenerator:
-    """Reset every device's global stream (like torch.manual_seed; returns the default
-    generator). Generators made with `Generator()` keep their own streams."""
-    rt.rng_seed = int(seed)
-    _keys.clear()
-    _raws.clear()
-    rt.rng_draws = 0
+    """Seed the global streams (like torch.manual_seed; returns the default generator): the
+    CPU stream (PyTorch's, bit for bit) and every device's counter-based stream. Generators
+    made with `Generator()` keep their own streams."""
+    s = check_seed(int(seed))       # (torch.manual_seed("x"): int()'s ValueError)
+    _cpu.manual_seed(s)
+    _seed_device_streams(s)
     return default_generator
 
 
+def manual_seed_devices(seed) -> None:
+    """Seed the device streams only (torch.cuda.manual_seed: the CPU stream is untouched)."""
+    _seed_device_streams(check_seed(seed))
+
+
+def _seed_device_streams(s, draws=0):
+    rt.rng_seed = s
+    _keys.clear()
+    _raws.clear()
+    rt.rng_draws = draws
+
+
 def seed() -> int:
-    """Seed the global stream from OS entropy (torch.seed); returns the seed."""
+    """Seed the global streams from OS entropy (torch.seed); returns the seed."""
     s = int.from_bytes(os.urandom(8), "little") >> 1
     manual_seed(s)
     return s
 
 
 def initial_seed() -> int:
-    return rt.rng_seed
+    return _cpu.seed
 
 
 def _raw(device):
@@ -110,7 +138,7 @@ def _state(device) -> Tensor:
 
 
 def next_key(device=None):
-    """(seed key, draw counter) for the next random op on `device`.
+    """(seed key, draw counter) for the next random op on `device` drawn in a program.
 
     The key stays fixed device data; the counter is a host integer that enters the graph
     as data (never a constant), so every draw differs, nothing recompiles, and no chain of
@@ -125,8 +153,8 @@ def next_key(device=None):
 
 
 def draw_key(generator, device, op):
-    """(key, counter) for one draw of `op` on `device`: from `generator` (a Generator of
-    either kind) or, without one, from the global stream."""
+    """(key, counter) for one draw of `op` on `device` in a program: from `generator` (a
+    Generator of either kind) or, without one, from the global device stream."""
     if generator is None or getattr(generator, "is_global", False):
         return next_key(device)
     if isinstance(generator, Generator):
@@ -135,37 +163,117 @@ def draw_key(generator, device, op):
                     f"{type(generator).__name__}")
 
 
-_STATE_BYTES = 24       # seed, key, draw counter: 8 bytes each (little-endian)
+def cpu_stream(generator, device, op):
+    """The PyTorch stream a draw for `device` takes on the host — the global CPU stream or a
+    CPU Generator's — or None when the draw happens in a program (device stream): another
+    device, a mesh, a device Generator, a function `flowlite.compile` is tracing."""
+    if generator is not None and not getattr(generator, "is_global", False):
+        if not isinstance(generator, Generator):
+            raise TypeError(f"{op}: generator must be a flowlite.Generator (torch.Generator), "
+                            f"got {type(generator).__name__}")
+        if generator.device.type != device.type:
+            raise RuntimeError(f"{op}: Expected a '{device.type}' device type for generator "
+                               f"but found '{generator.device.type}'")
+    if rt.observers or rt.local.tracing_body or _device_only or not on_host(device):
+        return None
+    if generator is None or getattr(generator, "is_global", False):
+        return _cpu
+    return generator.mt
+
+
+_device_only = 0        # > 0 inside device_draws()
+
+
+@contextlib.contextmanager
+def device_draws():
+    """Draws in this block that would be PyTorch's CPU numbers on the host use flowlite's
+    counter-based device stream instead: lazy, recorded into the next program (a large
+    initialisation compiled with the model's first step rather than computed in numpy), not
+    PyTorch's numbers. The global CPU stream is not advanced by them; a CPU Generator gives
+    each such draw a key (two of its words)."""
+    global _device_only
+    _device_only += 1
+    try:
+        yield
+    finally:
+        _device_only -= 1
+
+
+def torch_stream(generator, where=""):
+    """The PyTorch stream a host-side draw of the data pipeline takes (samplers, splits,
+    DataLoader seeds): the global CPU stream, a CPU Generator's, or None (a numpy Generator or
+    a device Generator: no PyTorch counterpart)."""
+    if generator is None or getattr(generator, "is_global", False):
+        return _cpu
+    if isinstance(generator, Generator):
+        return generator.mt
+    if isinstance(generator, np.random.Generator):
+        return None
+    raise TypeError(f"{where}: generator must be a flowlite.Generator (torch.Generator) or a "
+                    f"numpy.random.Generator, got {type(generator).__name__}")
+
+
+def host_tensor(arr, d, device, requires_grad=False) -> Tensor:
+    """Values drawn on the host as a tensor of dtype `d` on CPU `device` (host data)."""
+    arr = np.array(arr, dtype=d.np, order="C", copy=None)
+    out = Tensor(host_node(arr, d, device))
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def draw_dtype(dtype, d):
+    """The numpy dtype a draw follows: the one asked for (float64 draws PyTorch's float64
+    numbers even where flowlite stores them as float32, JAX's x64 off)."""
+    return D.from_any(dtype).np if dtype is not None else d.np
+
+
+_STATE_BYTES = 24       # a device stream's state: seed, key, draw counter, 8 bytes each
 
 
 def get_rng_state(device=None) -> Tensor:
-    """The global stream's state on `device` as an opaque uint8 tensor (PyTorch's
-    ByteTensor): save it to resume a run; `set_rng_state` puts it back."""
-    device = _dev(device)
+    """The global stream's state as a uint8 tensor (PyTorch's ByteTensor): for the CPU,
+    PyTorch's 5056 bytes (`torch.set_rng_state` takes them; the device stream's seed and
+    counter ride in two doubles PyTorch ignores); for another device, its counter-based
+    stream's 24 bytes. Save it to resume a run; `set_rng_state` puts it back."""
+    device = _device("cpu") if device is None else _dev(device)
     n = rt.rng_draws
+    if device.type == "cpu":
+        aux = (rt.rng_seed & _MASK64).to_bytes(8, "little") + (n & _MASK64).to_bytes(8, "little")
+        return from_numpy(np.frombuffer(_cpu.get_state(aux), np.uint8).copy())
     raw = ((rt.rng_seed & _MASK64).to_bytes(8, "little")
            + np.asarray(_raw(device), "<u4").tobytes() + (n & _MASK64).to_bytes(8, "little"))
     return from_numpy(np.frombuffer(raw, np.uint8).copy())
 
 
 def set_rng_state(state: Tensor, device=None) -> None:
-    """Restore a state from `get_rng_state` (also the uint32[4] states of older flowlite)."""
-    device = _dev(device)
+    """Restore a state from `get_rng_state` or `torch.get_rng_state()` (a state PyTorch made
+    starts the device stream at its seed); the 24-byte and uint32[4] states of older flowlite
+    restore the device stream only."""
+    device = _device("cpu") if device is None else _dev(device)
     if not isinstance(state, Tensor):
         raise TypeError(f"set_rng_state: expected a uint8 tensor from get_rng_state(), got "
                         f"{type(state).__name__}")
-    if tuple(state.shape) == (4,) and state.dtype is D.uint32:       # flowlite <= 0.1's
+    shape = tuple(state.shape)
+    if shape == (STATE_BYTES,) and state.dtype is D.uint8 and device.type == "cpu":
+        aux = _cpu.set_state(bytes(np.asarray(state.numpy(), np.uint8)))
+        s, n = int.from_bytes(aux[:8], "little"), int.from_bytes(aux[8:], "little")
+        if aux == bytes(16):                  # PyTorch's state: the device stream from its seed
+            s = _cpu.seed
+        _seed_device_streams(s, n)
+        return
+    if shape == (4,) and state.dtype is D.uint32:       # flowlite <= 0.1's
         v = np.asarray(state.numpy(), np.uint32)
         key, n, s = v[:2].copy(), int(v[2]) | (int(v[3]) << 32), rt.rng_seed
-    elif tuple(state.shape) == (_STATE_BYTES,) and state.dtype is D.uint8:
+    elif shape == (_STATE_BYTES,) and state.dtype is D.uint8:
         raw = bytes(np.asarray(state.numpy(), np.uint8))
         s = int.from_bytes(raw[:8], "little")
         key = np.frombuffer(raw[8:16], "<u4").astype(np.uint32)
         n = int.from_bytes(raw[16:], "little")
     else:
-        raise RuntimeError(f"set_rng_state: expected the uint8 tensor of shape "
-                           f"({_STATE_BYTES},) that get_rng_state() returns, got {state.dtype} "
-                           f"{tuple(state.shape)}")
+        want = f"({STATE_BYTES},)" if device.type == "cpu" else f"({_STATE_BYTES},)"
+        raise RuntimeError(f"set_rng_state: expected the uint8 tensor of shape {want} that "
+                           f"get_rng_state() returns, got {state.dtype} {shape}")
     if s != rt.rng_seed:
         _keys.clear()
         _raws.clear()
@@ -178,13 +286,13 @@ def set_rng_state(state: Tensor, device=None) -> None:
 @contextlib.contextmanager
 def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devices",
              device_type=None):
-    """torch.random.fork_rng: the global streams of every device as they were on entry
-    are put back on exit (what the block draws leaves no trace outside it).  Generators
-    are untouched, as in PyTorch."""
+    """torch.random.fork_rng: the global streams (the CPU stream and every device's) as
+    they were on entry are put back on exit (what the block draws leaves no trace outside
+    it).  Generators are untouched, as in PyTorch."""
     if not enabled:
         yield
         return
-    saved = (rt.rng_seed, rt.rng_draws, dict(_keys), dict(_raws))
+    saved = (rt.rng_seed, rt.rng_draws, dict(_keys), dict(_raws), _cpu.clone())
     try:
         yield
     finally:
@@ -193,30 +301,7 @@ def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="device
         _keys.update(saved[2])
         _raws.clear()
         _raws.update(saved[3])
-
-
-# integer draws of the global stream of at most this many elements on a plain CPU device
-# are computed on the host (numpy, the program's numbers bit for bit): `ix =
-# torch.randint(len(data) - block, (batch,))` is iterated on the host next, and a tiny
-# program plus its read costs ~15x the numpy
-_HOST_DRAW_MAX = 1 << 16
-
-
-def _host_draw(generator, device, shape, requires_grad):
-    """(device, the global key on the host, the draw's counter) when this draw is computed
-    on the host — the counter is taken then — else None."""
-    if requires_grad or rt.observers or rt.local.tracing_body or not (
-            generator is None or getattr(generator, "is_global", False)):
-        return None
-    dev = _dev(device)
-    size = 1
-    for s in shape:
-        size *= s
-    if size > _HOST_DRAW_MAX or not on_host(dev):
-        return None
-    n = rt.rng_draws
-    rt.rng_draws = n + 1
-    return dev, _raw(dev), n % (2 ** 32)
+        _cpu.set_state(saved[4].get_state())
 
 
 def _shape(size, op="rand"):
@@ -246,44 +331,41 @@ def _float_dtype(dtype, op="rand"):
     return d
 
 
-def _host_generator(generator, op):
-    """The generator's numpy stream when it is a host Generator (then the values are drawn
-    on the host), else None (a device draw, from a device Generator or the global stream)."""
-    if generator is None or getattr(generator, "is_global", False):
-        return None
-    if not isinstance(generator, Generator):
-        raise TypeError(f"{op}: generator must be a flowlite.Generator (torch.Generator), got "
-                        f"{type(generator).__name__}")
-    return None if generator.is_device else generator.rng
-
-
-def _from_host(rng, draw, d, device, requires_grad=False):
-    """Values drawn on the host from a host Generator's numpy stream (as DataLoader's
-    generator=): reproducible per generator, materialised data rather than a lazy draw."""
-    out = from_numpy(np.asarray(draw(rng)).astype(d.np, copy=False))
-    if device is not None:
-        out = out.to(device)
-    if requires_grad:
-        out.requires_grad_(True)
-    return out
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= s
+    return n
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     shape = _shape(size)
     d = _float_dtype(dtype)
-    rng = _host_generator(generator, "rand")
-    if rng is not None:
-        return _from_host(rng, lambda g: g.random(shape), d, device, requires_grad)
-    return _make(P.rng_uniform, shape, (shape, d), d, device, requires_grad, generator, "rand")
+    dev = _dev(device)
+    mt = cpu_stream(generator, dev, "rand")
+    if mt is not None:
+        v = mt.uniform(_numel(shape), draw_dtype(dtype, d))
+        return host_tensor(v.reshape(shape), d, dev, requires_grad)
+    return _make(P.rng_uniform, shape, (shape, d), d, dev, requires_grad, generator, "rand")
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     shape = _shape(size, "randn")
     d = _float_dtype(dtype, "randn")
-    rng = _host_generator(generator, "randn")
-    if rng is not None:
-        return _from_host(rng, lambda g: g.standard_normal(shape), d, device, requires_grad)
-    return _make(P.rng_normal, shape, (shape, d), d, device, requires_grad, generator, "randn")
+    dev = _dev(device)
+    mt = cpu_stream(generator, dev, "randn")
+    if mt is not None:
+        v = mt.normal(_numel(shape), draw_dtype(dtype, d))
+        return host_tensor(v.reshape(shape), d, dev, requires_grad)
+    return _make(P.rng_normal, shape, (shape, d), d, dev, requires_grad, generator, "randn")
+
+
+def device_rand(shape, dtype=None, device=None):
+    """Uniforms in [0, 1) from the global device stream, always drawn in the program: the
+    masks of dropout (a training step's, which must stay in its one executable)."""
+    d = _float_dtype(dtype)
+    shape = tuple(shape)
+    return _make(P.rng_uniform, shape, (shape, d), d, device, False, None, "dropout")
 
 
 def _integer_grad(requires_grad, d, op):
@@ -335,19 +417,16 @@ def randint(low=0, high=None, size=None, generator=None, dtype=None, device=None
     return _randint(low, high, shape, d, device, requires_grad, generator, "randint")
 
 
-def _randint(low, high, shape, d, device, requires_grad, generator, op):
-    rng = _host_generator(generator, op)
-    if rng is not None:
-        return _from_host(rng, lambda g: g.integers(low, high, size=shape, dtype=np.int64),
-                          d, device, requires_grad)
+def _randint(low, high, shape, d, device, requires_grad, generator, op, draw=None):
+    dev = _dev(device)
+    mt = cpu_stream(generator, dev, op)
+    if mt is not None:
+        v = mt.randint(_numel(shape), low, high) if draw is None else draw(mt, _numel(shape))
+        return host_tensor(v.reshape(shape), d, dev, requires_grad)
     if -2 ** 31 <= low and high <= 2 ** 31 - 1:
-        host = _host_draw(generator, device, shape, requires_grad)
-        if host is not None:
-            dev, k, n = host
-            return Tensor(host_node(host_randint(k, n, shape, low, high, d), d, dev))
         # the bounds travel as data: train and validation splits of different lengths
         # (randint(len(data) - block, ...)) draw with one program
-        key, n = draw_key(generator, _dev(device), op)
+        key, n = draw_key(generator, dev, op)
         bounds = (Tensor(scalar_node(low, D.int32)), Tensor(scalar_node(high, D.int32)))
         out = apply(P.rng_randint, (key, n) + bounds,
                     (shape, d, None, None, high - low <= 1 << 23), shape, d)
@@ -358,7 +437,7 @@ def _randint(low, high, shape, d, device, requires_grad, generator, op):
         raise ArgumentError(f"{op}: bounds [{low}, {high}) beyond 32 bits need JAX's x64 mode "
                             "(jax.config.update('jax_enable_x64', True), as `python -m "
                             "flowlite.run` does)")
-    return _make(P.rng_randint, shape, (shape, d, low, high - 1), d, device, requires_grad,
+    return _make(P.rng_randint, shape, (shape, d, low, high - 1), d, dev, requires_grad,
                  generator, op)
 
 
@@ -368,14 +447,11 @@ def randperm(n, generator=None, dtype=None, device=None, requires_grad=False):
         raise ArgumentError(f"randperm: n must be non-negative, got {n}")
     d = D.canonical(D.from_any(dtype)) if dtype is not None else D.canonical(D.int64)
     _integer_grad(requires_grad, d, "randperm")
-    rng = _host_generator(generator, "randperm")
-    if rng is not None:
-        return _from_host(rng, lambda g: g.permutation(int(n)), d, device, requires_grad)
-    host = _host_draw(generator, device, (n,), requires_grad)
-    if host is not None:
-        dev, k, c = host
-        return Tensor(host_node(host_permutation(k, c, n, d), d, dev))
-    return _make(P.rng_permutation, (int(n),), (int(n), d), d, device, requires_grad,
+    dev = _dev(device)
+    mt = cpu_stream(generator, dev, "randperm")
+    if mt is not None:
+        return host_tensor(mt.randperm(n), d, dev, requires_grad)
+    return _make(P.rng_permutation, (int(n),), (int(n), d), d, dev, requires_grad,
                  generator, "randperm")
 
 
@@ -405,15 +481,15 @@ def trunc_normal(shape, lower, upper, dtype=None, device=None, generator=None):
 
 
 def bernoulli_mask(shape, p_keep, dtype=None, device=None):
-    """Bool mask with P(True) = p_keep; p_keep may be a Python float (data, never baked)."""
-    u = rand(shape, dtype=dtype, device=device)
-    return u < p_keep
+    """Bool mask with P(True) = p_keep, drawn in the program (RNN dropout); p_keep may be a
+    Python float (data, never baked)."""
+    return device_rand(shape, dtype=dtype, device=device) < p_keep
 
 
 def bernoulli(input, p=None, *, generator=None):  # noqa: A002
     """torch.bernoulli: 1 with probability `input` (or the number `p`) per element, in
-    input's dtype.  Probabilities in a tensor are not checked for [0, 1] (a host read):
-    outside it they act as clamped."""
+    input's dtype. On the host (PyTorch's numbers) the probabilities are read (a pending
+    tensor: one read); in a program, probabilities outside [0, 1] act as clamped."""
     if not isinstance(input, Tensor):
         raise TypeError(f"bernoulli(): argument 'input' must be Tensor, not "
                         f"{type(input).__name__}")
@@ -422,6 +498,21 @@ def bernoulli(input, p=None, *, generator=None):  # noqa: A002
                                f"{input.dtype} (a floating-point tensor is needed)")
     if p is not None and not isinstance(p, Tensor):
         check_probability(p, "bernoulli")
+    dev = input.device
+    mt = cpu_stream(generator, dev, "bernoulli")
+    if mt is not None and not isinstance(p, Tensor):
+        shape = tuple(input.shape)
+        if p is None:
+            prob = np.asarray(input.detach().numpy())
+            if prob.dtype != np.float64:
+                prob = prob.astype(np.float32)
+            if np.any((prob < 0) | (prob > 1)) or np.isnan(prob).any():
+                raise ArgumentError("bernoulli: Expected p_in >= 0 && p_in <= 1 to be true, "
+                                    "but got false")
+            v = mt.bernoulli_from(prob)
+        else:
+            v = mt.bernoulli(_numel(shape), p).reshape(shape)
+        return host_tensor(v, input.dtype, dev)
     prob = input.detach() if p is None else p
     u = rand(tuple(input.shape), generator=generator, device=input.device)
     return (u < prob).to(input.dtype)
@@ -444,40 +535,86 @@ def _normal_vjp(a, i, o, g):
 
 
 _normal_p = pointwise("normal", lambda a, m, sd, z: m + sd * z, _normal_vjp)
+# a draw computed on the host, joined to its mean and std for their (zero) gradients
+_normal_drawn_p = pointwise("normal_drawn", lambda a, m, sd, out: out, _normal_vjp)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
            requires_grad=False):
     """torch.normal: mean and std are tensors (broadcast together) or numbers (then `size`
-    gives the shape)."""
+    gives the shape). As PyTorch computes it: numbers go into the draw (`normal_(mean, std)`),
+    tensors are applied after a standard draw (`* std + mean`, two roundings)."""
     if not isinstance(std, Tensor) and std < 0:
         raise ArgumentError(f"normal expects std >= 0.0, but found std {std}")
     tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
     if not tensors:
         if size is None:
             raise TypeError("normal(): with a float mean and std, size is required")
-        z = randn(*_shape((size,) if isinstance(size, int) else tuple(size), "normal"),
-                  generator=generator, dtype=dtype, device=device)
+        shape = _shape((size,) if isinstance(size, int) else tuple(size), "normal")
+        d = _float_dtype(dtype, "normal")
+        dev = _dev(device)
+        mt = cpu_stream(generator, dev, "normal")
+        if mt is not None:
+            v = mt.normal(_numel(shape), draw_dtype(dtype, d), float(mean), float(std))
+            return host_tensor(v.reshape(shape), d, dev, requires_grad)
+        z = randn(*shape, generator=generator, dtype=dtype, device=device)
         out = z * float(std) + float(mean)
         return out.requires_grad_(True) if requires_grad else out
     like = tensors[0]
     m = mean if isinstance(mean, Tensor) else _full_like(like, mean)
-    sd = std if isinstance(std, Tensor) else _full_like(like, std)
-    shape = _broadcast_shapes(m.shape, sd.shape, op="normal")
-    z = randn(*shape, generator=generator, dtype=like.dtype, device=like.device)
+    shape = _broadcast_shapes(m.shape, std.shape if isinstance(std, Tensor) else (),
+                              op="normal")
+    mt = cpu_stream(generator, like.device, "normal")
+    if mt is not None:
+        return _normal_host(mt, mean, std, m, shape, like)
+    if isinstance(std, Tensor):
+        sd = std
+        z = randn(*shape, generator=generator, dtype=like.dtype, device=like.device)
+    else:           # normal_(0, std) then + mean
+        sd = _full_like(like, 1.0)
+        dev = like.device
+        mt = cpu_stream(generator, dev, "normal")
+        if mt is not None:
+            z = host_tensor(mt.normal(_numel(shape), like.dtype.np, 0.0, float(std))
+                            .reshape(shape), like.dtype, dev)
+        else:
+            z = randn(*shape, generator=generator, dtype=like.dtype, device=dev) * float(std)
     return apply(_normal_p, (_broadcast_to(m, shape), _broadcast_to(sd, shape), z))
+
+
+def _normal_host(mt, mean, std, m, shape, like):
+    """torch.normal with a tensor mean or std on the host, as ATen computes it: a standard
+    draw (`normal_(0, std)` for a number std), then `* std` and `+ mean` as separate
+    roundings (the tensors are read). Gradients reach mean and std as PyTorch's do: zeros."""
+    dt = like.dtype
+    n = _numel(shape)
+    if isinstance(std, Tensor):
+        z = mt.normal(n, dt.np).reshape(shape)
+        z = z * np.broadcast_to(np.asarray(std.detach().numpy(), dt.np), shape)
+    else:
+        z = mt.normal(n, dt.np, 0.0, float(std)).reshape(shape)
+    if isinstance(mean, Tensor):
+        z = z + np.broadcast_to(np.asarray(mean.detach().numpy(), dt.np), shape)
+    else:
+        z = z + dt.np.type(mean)
+    out = host_tensor(z, dt, like.device)
+    grads = [t for t in (mean, std) if isinstance(t, Tensor) and t.requires_grad]
+    if not grads:
+        return out
+    sd = std if isinstance(std, Tensor) else _full_like(like, 1.0)
+    return apply(_normal_drawn_p, (_broadcast_to(m, shape), _broadcast_to(sd, shape), out))
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):  # noqa: A002
     """Sample category indices from each row of non-negative weights (PyTorch's
-    torch.multinomial), drawn inside the graph: lazy, no sync, and a new draw every call
-    without recompiling.  Rows need not sum to 1.  From `generator` when given (a device
-    Generator's counter is data like the global one's; a host Generator gives a fresh key
-    per draw), else from the global stream.
+    torch.multinomial); rows need not sum to 1.
 
-    Not checked (PyTorch raises, flowlite cannot without reading the data): a row with a
-    negative, infinite or NaN weight, a row of zeros, or (without replacement) fewer
-    non-zero weights than num_samples gives unspecified (in-range) indices."""
+    On the host (a CPU tensor, the global or a CPU generator): PyTorch's numbers, from the
+    weights read to the host (a pending tensor — `softmax(logits)` in a sampling loop — costs
+    one read, as reading the sample does in PyTorch), with PyTorch's checks. In a program (a
+    device Generator, another device, `flowlite.compile`): drawn in the graph, lazy, a new draw
+    every call without recompiling; a row with a negative, infinite or NaN weight or of zeros
+    is not checked there (unspecified in-range indices)."""
     if not isinstance(input, Tensor):
         raise TypeError(f"multinomial(): argument 'input' must be a Tensor, not "
                         f"{type(input).__name__}")
@@ -496,28 +633,32 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):  # no
     if not replacement and num > k:
         raise RuntimeError(f"multinomial(): cannot sample n_sample > prob_dist.size(-1) samples "
                            f"without replacement (n_sample={num}, {k} categories)")
+    out = D.canonical(D.int64)
+    dev = input.device
+    mt = cpu_stream(generator, dev, "multinomial")
+    if mt is not None:
+        p = np.asarray(input.detach().numpy())
+        if p.dtype not in (np.float32, np.float64):
+            p = p.astype(np.float32)
+        idx = mt.multinomial(p.reshape(-1, k), num, bool(replacement))
+        return host_tensor(idx if input.ndim == 2 else idx.reshape(num), out, dev)
     p = input.detach()
     rows = p if p.ndim == 2 else reshape(p, (1, k))
-    out = D.canonical(D.int64)
-    key, n = draw_key(generator, input.device, "multinomial")
+    key, n = draw_key(generator, dev, "multinomial")
     idx = apply(P.rng_multinomial, (key, n, rows), (num, bool(replacement), out),
                 (rows.shape[0], num), out)
     return idx if input.ndim == 2 else reshape(idx, (num,))
 
 
 def host_rng(generator=None, where: str = "") -> np.random.Generator:
-    """The numpy stream a host-side draw takes (samplers, random_split, DataLoader): the
-    generator's (either kind, or a numpy Generator), else one seeded by the global stream."""
+    """A numpy stream for host-side draws without a PyTorch counterpart: the generator's
+    (either kind, or a numpy Generator), else one seeded by the global CPU stream."""
     return host_stream(generator, where, host_seed)
 
 
-def host_seed() -> int:
-    """A 63-bit seed for host-side randomness (DataLoader shuffles, samplers, random_split),
-    drawn from the global generator as PyTorch draws those from its default generator:
-    reproducible per `manual_seed`, different on every call (it advances the draw counter,
-    which `get_rng_state` saves), and no device work."""
-    n = rt.rng_draws
-    rt.rng_draws = n + 1
-    state = np.random.SeedSequence([rt.rng_seed % (2 ** 64), n, 0x5EED]).generate_state(
-        1, np.uint64)
-    return int(state[0] >> np.uint64(1))
+def host_seed(generator=None) -> int:
+    """`torch.empty((), dtype=torch.int64).random_(generator=generator).item()`: a 63-bit
+    seed drawn from the global CPU stream (or a CPU generator's), as PyTorch's samplers and
+    DataLoader draw theirs: reproducible per `manual_seed`, different on every call."""
+    mt = torch_stream(generator, "host_seed") or _cpu
+    return int(mt.random_bits(1, np.int64)[0])

@@ -573,13 +573,16 @@ def _check_p(p, op):
 
 def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Zero each element with probability p and scale the rest by 1/(1-p).  The mask comes
-    from the device RNG: it differs on every call without changing the program."""
+    from flowlite's device stream, drawn inside the program (also on the CPU): it differs on
+    every call without changing the program. (PyTorch draws it from the CPU generator, so
+    after a dropout with p > 0 in training the global stream's later draws differ from
+    PyTorch's; with p = 0 or in eval mode nothing is drawn, as in PyTorch.)"""
     _check_p(p, "dropout")
     if not training or p == 0.0:
         return input
     if p == 1.0:
         return _maybe_inplace(input, input * 0.0, inplace, "dropout_")
-    keep = R.rand(input.shape, dtype=_rand_dtype(input), device=input.device) >= p
+    keep = R.device_rand(input.shape, dtype=_rand_dtype(input), device=input.device) >= p
     out = X.name_grad_fn(F.where(keep, input * (1.0 / (1.0 - p)), 0.0), "MulBackward0")
     return _maybe_inplace(input, out, inplace, "dropout_")
 
@@ -602,7 +605,7 @@ def _channel_dropout(input, p, training, inplace, batched_ndim, op):
                             f"shape {tuple(shp)}")
     if p == 1.0:
         return _maybe_inplace(input, input * 0.0, inplace, op + "_")
-    keep = R.rand(mshape, dtype=_rand_dtype(input), device=input.device) >= p
+    keep = R.device_rand(mshape, dtype=_rand_dtype(input), device=input.device) >= p
     out = F.where(keep, input * (1.0 / (1.0 - p)), 0.0)
     return _maybe_inplace(input, out, inplace, op + "_")
 
@@ -630,7 +633,7 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):
     alpha_p = -1.7580993408473766  # -selu_scale * selu_alpha
     a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
     b = -a * alpha_p * p
-    keep = R.rand(input.shape, dtype=_rand_dtype(input), device=input.device) >= p
+    keep = R.device_rand(input.shape, dtype=_rand_dtype(input), device=input.device) >= p
     out = F.where(keep, input, alpha_p) * a + b
     return _maybe_inplace(input, out, inplace, "alpha_dropout_")
 

@@ -1,12 +1,21 @@
-"""`nn.init`: PyTorch's initialisers, recorded lazily.
+"""`nn.init`: PyTorch's initialisers, with PyTorch's numbers.
 
 Every initialiser rebinds the tensor in place under `no_grad` (`uniform_`, `normal_`, `fill_`
-...), drawing from flowlite's device RNG: nothing runs until the next sync, and a freshly built
-model's whole initialisation compiles into one program.
+...) and follows PyTorch's own code step for step — the same arithmetic for its bounds, the same
+draws in the same order — so on a CPU tensor (drawn on the host from the global or a CPU
+generator, flowlite.frontend.cpu_stream) it gives PyTorch's values bit for bit: `uniform_`,
+`normal_`, `xavier_*`, `kaiming_*`, `trunc_normal_` (its rejection loop; a narrow interval's
+float32 log may, rarely, round differently), `sparse_` (whose zeros' rows PyTorch 2.13 draws from
+the global generator even when given one); `orthogonal_` draws PyTorch's normals and takes
+their QR factor with numpy's LAPACK (equal up to rounding). Elsewhere (another device, a mesh,
+a device generator) the draws are flowlite's device stream, recorded lazily.
 """
 from __future__ import annotations
 
 import math
+import warnings
+
+import numpy as np
 
 from ..extend import Tensor, from_numpy, no_grad, ops as F, random as R, rebind
 
@@ -71,10 +80,23 @@ def normal_(tensor, mean: float = 0.0, std: float = 1.0, generator=None):
         return tensor.normal_(float(mean), float(std), generator=generator)
 
 
+def _norm_cdf(x: float) -> float:
+    return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+
 def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0,
                   generator=None):
     """N(mean, std²) truncated to [a, b] (absolute bounds, as in PyTorch)."""
     _check(tensor, "trunc_normal_")
+    if (mean < a - 2 * std) or (mean > b + 2 * std):
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    mt = R.cpu_stream(generator, tensor.device, "trunc_normal_")
+    if mt is not None:
+        with no_grad():
+            v = _trunc_normal_host(mt, tensor, mean, std, a, b)
+            return rebind(tensor, R.host_tensor(v, tensor.dtype, tensor.device),
+                          "trunc_normal_")
     if std <= 0:
         raise ValueError(f"trunc_normal_: std must be positive, got {std}")
     lo, hi = (a - mean) / std, (b - mean) / std
@@ -82,6 +104,40 @@ def trunc_normal_(tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0, 
         z = R.trunc_normal(tuple(tensor.shape), lo, hi, dtype=tensor.dtype,
                            device=tensor.device, generator=generator)
         return rebind(tensor, z * float(std) + float(mean), "trunc_normal_")
+
+
+def _trunc_normal_host(mt, tensor, mean, std, a, b):
+    """PyTorch 2.13's _no_grad_trunc_normal_ in numpy, draw for draw: for an interval
+    holding more than 30% of the mass, normals redrawn (whole tensors) where outside it; else
+    uniforms on [a, b] accepted with the normal's density."""
+    shape = tuple(tensor.shape)
+    n, dt = R._numel(shape), tensor.dtype.np
+    contiguous = tensor.is_contiguous()
+    p = _norm_cdf((b - mean) / std) - _norm_cdf((a - mean) / std)
+    if p > 0.3:
+        lo, hi = float(np.asarray(a, dt)), float(np.asarray(b, dt))
+        res = mt.normal(n, dt, mean, std, contiguous)
+        while True:
+            mask = (res < lo) | (res > hi)
+            if not mask.any():
+                break
+            res = np.where(mask, mt.normal(n, dt, mean, std, contiguous), res)
+        return res.reshape(shape)
+    mode = max(a, min(mean, b))
+    log_peak = -0.5 * ((mode - mean) / std) ** 2
+    c = dt.type
+
+    def log_pdf(x):
+        y = (x - c(mean)) / c(std)
+        return (y * y) * c(-0.5) - c(log_peak)
+
+    res = mt.uniform(n, dt, a, b)
+    pending = np.log(mt.uniform(n, dt)) > log_pdf(res)
+    while pending.any():
+        cand = mt.uniform(n, dt, a, b)
+        res = np.where(pending, cand, res)
+        pending = np.where(pending, np.log(mt.uniform(n, dt)) > log_pdf(cand), pending)
+    return res.reshape(shape)
 
 
 def constant_(tensor, val: float):
@@ -144,7 +200,8 @@ def kaiming_uniform_(tensor, a: float = 0, mode: str = "fan_in",
         return tensor
     fan = _calculate_correct_fan(tensor, mode)
     gain = calculate_gain(nonlinearity, a)
-    bound = math.sqrt(3.0) * gain / math.sqrt(fan)
+    std = gain / math.sqrt(fan)
+    bound = math.sqrt(3.0) * std      # (PyTorch's arithmetic: the bound rounds as its does)
     return uniform_(tensor, -bound, bound, generator)
 
 
@@ -165,15 +222,30 @@ _NS5 = (3.4445, -4.7750, 2.0315)
 def orthogonal_(tensor, gain: float = 1.0, generator=None):
     """A (semi-)orthogonal matrix uniformly distributed on its Stiefel manifold, times `gain`.
 
-    PyTorch takes the Q factor of a Gaussian matrix's QR decomposition; flowlite has no QR
-    primitive, so it takes the polar factor of the Gaussian matrix instead (it has the same
-    Haar distribution), computed lazily in-graph by Newton–Schulz iterations."""
+    PyTorch takes the Q factor (signs fixed by R's diagonal) of a Gaussian matrix's QR
+    decomposition. Drawn on the host, so does flowlite: PyTorch's normals, numpy's QR (equal
+    to PyTorch's up to rounding). In a program flowlite has no QR primitive, so it takes the
+    polar factor of the Gaussian matrix instead (it has the same Haar distribution), computed
+    lazily in-graph by Newton–Schulz iterations."""
     if tensor.dim() < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0:
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
+    mt = R.cpu_stream(generator, tensor.device, "orthogonal_")
+    if mt is not None:
+        dt = tensor.dtype.np
+        flat = mt.normal(rows * cols, dt).reshape(rows, cols)
+        if rows < cols:
+            flat = flat.T
+        q, r = np.linalg.qr(flat)
+        q = (q * np.sign(np.diag(r))).astype(dt)
+        if rows < cols:
+            q = q.T
+        q = q.reshape(tuple(tensor.shape)) * dt.type(gain)
+        with no_grad():
+            return rebind(tensor, R.host_tensor(q, tensor.dtype, tensor.device), "orthogonal_")
     with no_grad():
         x = R.randn((rows, cols), dtype=tensor.dtype, device=tensor.device,
                     generator=generator)
@@ -199,6 +271,17 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     num_zeros = int(math.ceil(sparsity * rows))
+    mt = R.cpu_stream(generator, tensor.device, "sparse_")
+    if mt is not None:
+        # PyTorch: normal_(0, std) from the generator, then each column's zero rows from
+        # torch.randperm(rows) of the global generator
+        vals = mt.normal(rows * cols, tensor.dtype.np, 0.0, float(std),
+                         tensor.is_contiguous()).reshape(rows, cols)
+        glob = R.cpu_stream(None, tensor.device, "sparse_")
+        for col in range(cols):
+            vals[glob.randperm(rows)[:num_zeros], col] = 0
+        with no_grad():
+            return rebind(tensor, R.host_tensor(vals, tensor.dtype, tensor.device), "sparse_")
     with no_grad():
         vals = R.randn((rows, cols), dtype=tensor.dtype, device=tensor.device,
                        generator=generator) * float(std)

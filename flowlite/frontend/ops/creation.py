@@ -76,49 +76,6 @@ def _bits_at(k, n, i):
     return x
 
 
-_U32 = {c: np.uint32(c) for c in (_M1, _M2, _M3, 9, 13, 16)}
-
-
-def host_bits_at(k, n, i):
-    """_bits_at in numpy, bit for bit (uint32 arithmetic wraps alike): draws computed on the
-    host (host_randint) equal the program's."""
-    u = _U32
-    m1, s13, s16 = u[_M1], u[13], u[16]
-    k1 = np.uint32(int(k[1]) ^ (int(n) * _GOLD & 0xFFFFFFFF))
-    x = i * m1
-    x ^= np.uint32(k[0])
-    for c in (u[_M2], u[_M3]):
-        x ^= k1
-        x ^= x >> s16
-        x *= m1
-        x ^= x >> s13
-        x *= c
-        x ^= x >> s16
-    return x
-
-
-def host_randint(k, n, shape, low, high, dt):
-    """_randint with int32 bounds (the data form), computed on the host in numpy: the same
-    numbers as the program's (float32 products round alike; the rest is exact)."""
-    size = 1
-    for d in shape:
-        size *= d
-    b = host_bits_at(k, n, np.arange(size, dtype=np.uint32)).reshape(shape)
-    span = high - low
-    if span <= 1 << 23:
-        m = (b >> _U32[9]).astype(np.float32) * np.float32(1.0 / 8388608.0)
-        r = np.floor(m * np.float32(span)).astype(np.int32)
-    else:
-        r = (b % np.uint32(span)).astype(np.int32)
-    return (r + np.int32(low)).astype(dt.np)
-
-
-def host_permutation(k, n, size, dt):
-    """_permutation on the host: a stable argsort of the same bits."""
-    b = host_bits_at(k, n, np.arange(size, dtype=np.uint32))
-    return np.argsort(b, kind="stable").astype(dt.np)
-
-
 def _unit(bits, open_interval=False):
     """float32 in [0, 1) (or (0, 1) when open_interval) from the top 23 bits."""
     m = (bits >> 9).astype(jnp.float32)

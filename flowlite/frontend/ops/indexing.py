@@ -18,7 +18,7 @@ import numpy as np
 from ...engine.errors import (ArgumentError, DTypeError, IndexDTypeError, IndexRangeError,
                                IndexShapeError)
 from ...engine import buckets as B, dtypes as D
-from ...engine.host_data import HostNode as _HostNode, host_node, host_value
+from ...engine.host_data import HostNode as _HostNode, host_node, host_value, uploaded
 from ...engine.host_reads import host_view
 from ...engine.ir import DATA as _DATA, scalar_node as _scalar_node
 from ...engine.runtime import rt
@@ -382,7 +382,8 @@ def _host_getitem(x, idx, write=False):
     tensors (integers, as PyTorch reads them), numpy integers: `data[i:i + n]` for i in a
     drawn index tensor — as a numpy view, host data; None when it is recorded.  An index of
     Python ints only stays a recorded slice (a program's own view: `mask[:t, :t]` of a
-    growing t is one length family, flowlite.buckets), except as the target of a write.
+    growing t is one length family, flowlite.buckets), except as the target of a write or
+    as a crop from the end of host data no program has read yet (_fresh_host).
     Errors are the recorded path's (the same parser)."""
     if idx.__class__ is slice:
         return host_window(x, x._node, idx, write)
@@ -419,9 +420,11 @@ def _host_getitem(x, idx, write=False):
             known = True
         else:
             return None
-    if not (known or write) or rt.observers or rt.local.tracing_body:
-        return None
     n = x._node
+    if not (known or write or _fresh_host(n) and any(
+            k.__class__ is tuple and k[0] is not None and k[0] < 0 for k in key)) or \
+            rt.observers or rt.local.tracing_body:
+        return None
     arr = host_value(n)
     if arr is None:
         return None
@@ -442,11 +445,21 @@ def _host_getitem(x, idx, write=False):
     return Tensor(host_node(v, n.dtype, n.device, False)), plan
 
 
+def _fresh_host(n) -> bool:
+    """Host data no program has read yet (a sequence grown on the host — a generation loop's
+    `idx = cat((idx, sampled))` — rather than a buffer kept for every step): a slice of it
+    from its end at Python-int offsets (the crop `idx[:, -block_size:]`) is taken on the host,
+    so the program reading it sees a fixed shape rather than a length that grows every token
+    (a slice from the start, `mask[:t, :t]`, stays recorded: one length family)."""
+    return n.__class__ is _HostNode and not n.used and not uploaded(n)
+
+
 def host_window(x, n, it, write=False):
     """_host_getitem of one slice (`data[i:i + block_size]`) of x (node n)."""
     a, b, k = it.start, it.stop, it.step
     if not write and a.__class__ is not Tensor and b.__class__ is not Tensor and not (
-            isinstance(a, (Tensor, np.integer)) or isinstance(b, (Tensor, np.integer))):
+            isinstance(a, (Tensor, np.integer)) or isinstance(b, (Tensor, np.integer))) \
+            and not (a is not None and a < 0 and _fresh_host(n)):
         return None               # Python ints: recorded (see _host_getitem)
     shp = n.shape
     if not shp or (k is not None and (k.__class__ is not int or k <= 0)) or \
