@@ -36,6 +36,8 @@ globals().update({_n: _e.fn for _n, _e in _ops.OPS.items() if _e.top})
 from .frontend.views import (reshape, flatten, ravel, unflatten, squeeze, unsqueeze, permute,
                              transpose, swapaxes, swapdims, movedim, moveaxis, t, narrow, select,
                              split, chunk, unbind, broadcast_to, diagonal, as_strided)
+from .frontend.views import (tensor_split, hsplit, vsplit, dsplit, adjoint, broadcast_tensors,
+                             atleast_1d, atleast_2d, atleast_3d)
 from .frontend.random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm,
                               rand_like, randn_like, randint_like, get_rng_state, set_rng_state,
                               multinomial, normal, bernoulli, default_generator, Generator)
