@@ -38,7 +38,7 @@ from .nn_kernels import (_conv_raw, _conv_input_grad, _conv_weight_grad, _window
                          _sum_window_transpose, _max_window_grad, _max_window_select)
 from . import sorting, rearrange  # noqa: F401,E402
 from . import elementwise_math, special, histogram, joining, products  # noqa: F401,E402
-from . import indexing_more, quantile  # noqa: F401,E402
+from . import indexing_more, quantile, creation_more  # noqa: F401,E402
 
 # every declared op (@torch_op in the family modules): flowlite.frontend.ops.<name>
 globals().update({name: entry.fn for name, entry in OPS.items()})
