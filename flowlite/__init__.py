@@ -9,9 +9,9 @@ Layer: package — imports autograd, compat.accelerator, compat.amp, compat.back
 compat.cuda, compat.onnx, compat.profiler, compat.utils, data, debug, distributed,
 engine.buckets, engine.cache, engine.cuts, engine.device, engine.dtypes, engine.executor,
 engine.matmul_precision, engine.metrics, engine.reroll, engine.rollback, engine.tape,
-engine.xla_flags, extend, formats.serialization, frontend.checks, frontend.compile,
+engine.xla_flags, extend, fft, formats.serialization, frontend.checks, frontend.compile,
 frontend.control_flow, frontend.ops, frontend.random, frontend.tensor, frontend.tensor_methods,
-frontend.views, nn, optim.
+frontend.views, linalg, nn, optim, special.
 """
 from __future__ import annotations
 
@@ -68,6 +68,7 @@ from .engine import metrics
 from .frontend import random
 from .formats import serialization
 from . import autograd
+from . import linalg, special, fft  # noqa: E402  (torch.linalg, torch.special, torch.fft)
 from .autograd import grad, inference_mode, is_inference_mode_enabled
 from . import debug
 from . import distributed

@@ -1,10 +1,11 @@
 """`torch.special` for flowlite: the special functions under PyTorch's names.
 
 Layer: entry — imports frontend.ops, frontend.ops.elementwise_math, frontend.ops.special,
-frontend.surface. The functions live in their op families (flowlite/frontend/ops/special.py
-and the elementwise modules); this module is the namespace a PyTorch program reaches as
+frontend.surface. The functions live in their op families (flowlite/frontend/ops/special.py and
+the elementwise modules); this module is the namespace a PyTorch program reaches as
 `torch.special`. The names flowlite does not implement (Bessel functions of the second kind,
-orthogonal polynomials, ...) raise NotImplementedError naming them (flowlite/frontend/surface.py).
+orthogonal polynomials, ...) raise NotImplementedError naming them
+(flowlite/frontend/surface.py).
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The op front end: every PyTorch-named tensor operation and the primitives it records.
 
-Layer: frontend — imports ops._core, ops._registry, ops.creation, ops.elementwise,
-ops.elementwise_math, ops.histogram, ops.indexing, ops.joining, ops.linalg, ops.nn_kernels,
+Layer: frontend — imports ops._core, ops._registry, ops.creation, ops.creation_more,
+ops.decomposition, ops.elementwise, ops.elementwise_math, ops.histogram, ops.indexing,
+ops.indexing_more, ops.joining, ops.linalg, ops.nn_kernels, ops.products, ops.quantile,
 ops.rearrange, ops.reduction, ops.shape, ops.sorting, ops.special. An op has one home, the
 module of its family: its primitive (`<name>_p`: lowering, gradient rule written in the ops of
 that module and those before it, elementwise kind, bucketing rule) and its front end, declared
@@ -38,7 +39,7 @@ from .nn_kernels import (_conv_raw, _conv_input_grad, _conv_weight_grad, _window
                          _sum_window_transpose, _max_window_grad, _max_window_select)
 from . import sorting, rearrange  # noqa: F401,E402
 from . import elementwise_math, special, histogram, joining, products  # noqa: F401,E402
-from . import indexing_more, quantile, creation_more  # noqa: F401,E402
+from . import indexing_more, quantile, creation_more, decomposition  # noqa: F401,E402
 
 # every declared op (@torch_op in the family modules): flowlite.frontend.ops.<name>
 globals().update({name: entry.fn for name, entry in OPS.items()})

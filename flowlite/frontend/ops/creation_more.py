@@ -2,10 +2,10 @@
 empty_strided/empty_permuted, the spectral windows (hann, hamming, blackman, bartlett, kaiser)
 and fftfreq/rfftfreq.
 
-Layer: frontend — imports engine.dtypes, engine.errors, linspace_values, ops._core,
-ops._registry, ops.creation, tensor. Values that depend only on the arguments are computed
-on the host, in the requested dtype the way PyTorch's kernels compute them, and enter programs
-as data (no device program, no recompiling for another length).
+Layer: frontend — imports engine.dtypes, linspace_values, ops._core, ops._registry,
+ops.creation, tensor. Values that depend only on the arguments are computed on the host, in the
+requested dtype the way PyTorch's kernels compute them, and enter programs as data (no device
+program, no recompiling for another length).
 """
 from __future__ import annotations
 

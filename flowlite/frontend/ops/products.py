@@ -3,9 +3,10 @@ addmv/addr, ger, inner, vdot, chain_matmul/multi_dot, matrix_power, tensordot, c
 vector_norm/matrix_norm, dist, cdist, renorm, cov/corrcoef, trapezoid/trapz/
 cumulative_trapezoid, aminmax, count_nonzero.
 
-Layer: frontend — imports engine.dtypes, engine.errors, ops._core, ops._registry, ops.creation,
-ops.elementwise, ops.linalg, ops.reduction, ops.shape, tensor. Every op is a composition, so
-its gradient comes from the ops it is made of (with PyTorch's subgradients where a norm is 0).
+Layer: frontend — imports engine.dtypes, ops._core, ops._registry, ops.creation,
+ops.elementwise, ops.joining, ops.linalg, ops.reduction, ops.shape, tensor. Every op is a
+composition, so its gradient comes from the ops it is made of (with PyTorch's subgradients where
+a norm is 0).
 """
 from __future__ import annotations
 
@@ -150,17 +151,15 @@ def multi_dot(tensors):
     return out
 
 
-@torch_op
 def matrix_power(x, n):
-    """x @ x @ ... (n times) for square matrices (batched); n == 0 gives the identity. A
-    negative n needs the inverse (torch.linalg.inv), which flowlite does not implement."""
+    """x @ x @ ... (n times) for square matrices (batched), n >= 0; n == 0 gives the identity
+    (torch.matrix_power, with negative n, is ops.decomposition's)."""
     if x.ndim < 2 or x._node.shape[-1] != x._node.shape[-2]:
         raise RuntimeError(f"matrix_power: expected a tensor of square matrices, got shape "
                            f"{tuple(x.shape)}")
     n = builtins.int(n)
     if n < 0:
-        raise NotImplementedError("flowlite: torch.linalg.matrix_power with a negative "
-                                  "exponent is not implemented (it needs the matrix inverse)")
+        raise RuntimeError("matrix_power: a negative exponent needs the inverse")
     if n == 0:
         return broadcast_to(eye(x._node.shape[-1], dtype=x.dtype, device=x.device),
                             x._node.shape) * 1
