@@ -735,3 +735,25 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
         raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be "
                            f"1D or 2D. Got {A.ndim}D.")
     return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+
+
+@torch_op(method=False)
+def nuclear_norm(x, dim=None, keepdim=False):
+    """The sum of singular values (deprecated torch.nuclear_norm; linalg.matrix_norm 'nuc')."""
+    return matrix_norm(x, "nuc", (-2, -1) if dim is None else dim, keepdim)
+
+
+@torch_op(method=False)
+def frobenius_norm(x, dim=(-2, -1), keepdim=False):
+    """sqrt of the sum of squares over dim (deprecated torch.frobenius_norm)."""
+    return vector_norm(x, 2, dim, keepdim)
+
+
+@torch_op(method=False)
+def norm_except_dim(v, pow=2, dim=0):  # noqa: A002 - PyTorch's name
+    """The pow-norm over every dim but `dim` (kept, size-1 elsewhere); dim=-1: of all of v."""
+    if dim == -1:
+        return vector_norm(v, pow)
+    d = dim % v.ndim
+    others = tuple(i for i in range(v.ndim) if i != d)
+    return vector_norm(v, pow, others, keepdim=True)
