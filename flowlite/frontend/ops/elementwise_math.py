@@ -25,6 +25,7 @@ from ..tensor import apply, Tensor
 from ._core import (_promote_nodes, _unary, as_tensor, broadcast_shapes, broadcast_to, pointwise,
                     pointwise_nondiff, prim, to_dtype)
 from ._registry import register, torch_op
+from .creation import full_like
 from .elementwise import (_LN2, _lift, abs, add, atan2, clamp, div, eq, exp2, ge, gt, isnan, le,
                           log, log1p, logical_or, lt, mul, ne, neg, pow, sigmoid, sign, sin, sub,
                           trunc, where)
@@ -52,10 +53,35 @@ logaddexp2_p = pointwise("logaddexp2", lambda a, x, y: jnp.logaddexp2(x, y),
                          _logaddexp_vjp(_LN2))
 
 
+def _xlog_lower(logf):
+    def lower(a, x, y):
+        # 0 where x == 0, NaN wherever y is NaN (PyTorch's kernel)
+        return jnp.where(jnp.isnan(y), y, jnp.where(x == 0, jnp.zeros((), x.dtype),
+                                                    x * logf(y)))
+    return lower
+
+
+# PyTorch's gradients: g * log(y) (also where x == 0) and g * x / y
+xlogy_p = pointwise("xlogy", _xlog_lower(jnp.log),
+                    lambda a, i, o, g: (g * log(i[1]), g * i[0] / i[1]))
+
+
+xlog1py_p = pointwise("xlog1py", _xlog_lower(jnp.log1p),
+                      lambda a, i, o, g: (g * log1p(i[1]), g * i[0] / (i[1] + 1)))
+
+
 signbit_p = pointwise_nondiff("signbit", lambda a, x: jnp.signbit(x))
 
 
-nextafter_p = pointwise_nondiff("nextafter", lambda a, x, y: jnp.nextafter(x, y))
+def _no_derivative(name):
+    def vjp(a, i, o, g):
+        raise RuntimeError(f"the derivative of {name} is not implemented (as in PyTorch); "
+                           "detach its inputs, or compute the gradient another way")
+    return vjp
+
+
+nextafter_p = pointwise("nextafter", lambda a, x, y: jnp.nextafter(x, y),
+                        _no_derivative("nextafter"))
 
 
 gcd_p = pointwise_nondiff("gcd", lambda a, x, y: jnp.gcd(x, y))
@@ -153,23 +179,20 @@ def logaddexp2(x, other):
     return apply(logaddexp2_p, (x, y), (), x._node.shape, x._node.dtype)
 
 
-def _xlog(x, y, logf, op):
+def _xlog(prim, x, y, op):
     x, y = _float_pair(x, y, op)
-    # the product's branch never sees x == 0 (so its gradient stays finite there); NaN in y wins
-    safe_x = where(eq(x, 0), 1.0, x)
-    prod = where(eq(x, 0), 0.0, safe_x * logf(y))
-    return where(isnan(y), y, prod)
+    return apply(prim, (x, y), (), x._node.shape, x._node.dtype)
 
 
 @torch_op(inplace=True)
 def xlogy(x, other):
     """x * log(other), 0 where x == 0 (NaN where other is NaN) — PyTorch's torch.xlogy."""
-    return _xlog(x, other, log, "xlogy")
+    return _xlog(xlogy_p, x, other, "xlogy")
 
 
 def xlog1py(x, other):
     """x * log1p(other), 0 where x == 0 (NaN where other is NaN) — torch.special.xlog1py."""
-    return _xlog(x, other, log1p, "xlog1py")
+    return _xlog(xlog1py_p, x, other, "xlog1py")
 
 
 @torch_op(inplace=True)
@@ -291,8 +314,7 @@ def nextafter(x, other):
     differentiable."""
     x, y = _tensor_pair(x, other, "nextafter")
     _require_float(x, "nextafter")
-    return apply(nextafter_p, (underivable(x, "nextafter"), underivable(y, "nextafter")), (),
-                 x._node.shape, x._node.dtype)
+    return apply(nextafter_p, (x, y), (), x._node.shape, x._node.dtype)
 
 
 def _fminmax(x, other, keep, op):
@@ -351,7 +373,7 @@ def angle(x):
     """The argument of a real number: 0 for x >= 0, pi for x < 0, NaN for NaN (its gradient is
     zero, as in PyTorch); integer inputs become float."""
     x = _floating(x)
-    return where(isnan(x), x, where(lt(x, 0), math.pi, 0.0))
+    return where(isnan(x), x, where(lt(x, 0), full_like(x, math.pi), 0.0))
 
 
 # ---- fused multiply-adds ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..tensor import apply, Tensor
 from ._core import _unary, as_tensor, broadcast_shapes, broadcast_to, pointwise
 from ._registry import torch_op
 from .elementwise import eq, exp, log, sign, sin, where
-from .elementwise_math import _float_pair, _floating, underivable
+from .elementwise_math import _float_pair, _floating, _no_derivative, underivable
 from .reduction import all as _all
 
 _SQRT_PI = math.sqrt(math.pi)
@@ -119,8 +119,7 @@ entr_p = pointwise("entr", lambda a, x: jss.entr(x),
                    lambda a, i, o, g: (g * -(log(i[0]) + 1),))
 
 
-zeta_p = pointwise("zeta", lambda a, x, q: jss.zeta(x, q),
-                   lambda a, i, o, g: (g * 0, g * 0))
+zeta_p = pointwise("zeta", lambda a, x, q: jss.zeta(x, q), _no_derivative("zeta"))
 
 
 # ---- front ends ------------------------------------------------------------------------------
@@ -254,8 +253,7 @@ def zeta(x, other):
     x, q = _float_pair(x, other, "zeta")
     shape = broadcast_shapes(x._node.shape, q._node.shape, op="zeta")
     x, q = broadcast_to(x, shape), broadcast_to(q, shape)
-    return apply(zeta_p, (underivable(x, "zeta"), underivable(q, "zeta")), (), shape,
-                 x._node.dtype)
+    return apply(zeta_p, (x, q), (), shape, x._node.dtype)
 
 
 def spherical_bessel_j0(x):
