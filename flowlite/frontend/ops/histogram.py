@@ -21,12 +21,14 @@ import builtins
 import collections
 import math
 
+import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from ...engine import dtypes as D
 from ..linspace_values import linspace_values
-from ..tensor import from_numpy, Tensor
-from ._core import as_tensor, to_dtype
+from ..tensor import apply, from_numpy, Tensor
+from ._core import as_tensor, pointwise, to_dtype
 from ._registry import torch_op
 from .creation import zeros
 from .elementwise import eq, ge, le, logical_and, trunc, where
@@ -105,10 +107,25 @@ def _accumulate(nbins, idx, inside, w, x):
     return index_add(zeros(nbins, dtype=x.dtype, device=x.device), 0, idx, vals)
 
 
+def _exact_div_vjp(a, i, o, g):
+    x, t = i
+    return g / t, sum(-(g * o) / t)
+
+
+# x / t for a 0-d t, divided element by element and kept apart from the next division: XLA
+# would otherwise multiply by 1/t, or fold (x / t) / w into x / (t * w) — a rounding PyTorch
+# does not make (a density 1 ulp off)
+exact_div_p = pointwise("exact_div", lambda a, x, t: lax.optimization_barrier(
+    x / lax.optimization_barrier(jnp.broadcast_to(t, x.shape))), _exact_div_vjp)
+
+
+def _normalized(hist):
+    return apply(exact_div_p, (hist, sum(hist)), (), hist._node.shape, hist._node.dtype)
+
+
 def _density(hist, edges):
-    total = sum(hist)
     widths = narrow(edges, 0, 1, edges.shape[0] - 1) - narrow(edges, 0, 0, edges.shape[0] - 1)
-    return hist / total / widths
+    return _normalized(hist) / widths
 
 
 @torch_op
@@ -236,7 +253,7 @@ def histogramdd(x, bins=10, *, range=None, weight=None, density=False):  # noqa:
         inside = ok if inside is None else logical_and(inside, ok)
     hist = reshape(_accumulate(total, flat_idx, inside, w, x), shape)
     if density:
-        hist = hist / sum(hist)
+        hist = _normalized(hist)
         for k, e in enumerate(edges):
             widths = narrow(e, 0, 1, nbins[k]) - narrow(e, 0, 0, nbins[k])
             hist = hist / reshape(widths, tuple(nbins[k] if j == k else 1 for j in
