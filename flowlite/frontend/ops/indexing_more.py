@@ -218,8 +218,10 @@ def put(x, index, source, accumulate=False):
 def argwhere(x):
     """The (N, x.ndim) indices of x's non-zero elements (torch.argwhere); the count depends
     on the values: read on the host (a sync)."""
-    idx = np.argwhere(np.asarray(x.numpy()))
-    return from_numpy(idx.astype(np.int64).reshape(-1, x.ndim), device=x.device)
+    arr = np.asarray(x.numpy())
+    if arr.ndim == 0:
+        return from_numpy(np.zeros((1 if arr else 0, 0), np.int64), device=x.device)
+    return from_numpy(np.argwhere(arr).astype(np.int64), device=x.device)
 
 
 @torch_op(method=False)

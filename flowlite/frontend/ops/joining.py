@@ -376,7 +376,9 @@ def diagonal_scatter(x, src, offset=0, dim1=0, dim2=1):
 @torch_op
 def as_strided_scatter(x, src, size, stride, storage_offset=None):
     """x with x.as_strided(size, stride, storage_offset) replaced by src (a new tensor; the
-    layout is in x's contiguous elements)."""
+    layout is in x's contiguous elements). The gradient with respect to x is zero at the
+    replaced elements (PyTorch 2.13's is the complement: the gradient kept there and zero
+    elsewhere — not the derivative)."""
     size, stride = tuple(size), tuple(stride)
     if len(size) != len(stride):
         raise RuntimeError(f"mismatch in length of strides {stride} and shape {size}")
