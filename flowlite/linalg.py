@@ -1,17 +1,18 @@
 """`torch.linalg` for flowlite: factorizations, solvers, norms and products under PyTorch's
 names.
 
-Layer: entry — imports frontend.ops, frontend.ops.decomposition, frontend.ops.products,
-frontend.surface, frontend.views. The functions live in their op families (factorizations and
-solvers in flowlite/frontend/ops/decomposition.py, products and norms in ops/products.py); this
-module is the namespace a PyTorch program reaches as `torch.linalg`. The names flowlite does not
-implement (LU and LDL factorizations, eig, Householder products) raise NotImplementedError
-naming them (flowlite/frontend/surface.py).
+Layer: entry — imports frontend.checks, frontend.ops, frontend.ops.decomposition,
+frontend.ops.products, frontend.surface, frontend.views. The functions live in their op families
+(factorizations and solvers in flowlite/frontend/ops/decomposition.py, products and norms in
+ops/products.py); this module is the namespace a PyTorch program reaches as `torch.linalg`. The
+names flowlite does not implement (LU and LDL factorizations, eig, Householder products) raise
+NotImplementedError naming them (flowlite/frontend/surface.py).
 """
 from __future__ import annotations
 
 from .frontend import ops as _ops
 from .frontend import surface as _surface
+from .frontend.checks import LinAlgError  # noqa: F401  (torch.linalg.LinAlgError)
 from .frontend import views as _views
 from .frontend.ops.decomposition import (cholesky_ex, cond, eigh, eigvalsh, inv, inv_ex, lstsq,
                                          matrix_norm, matrix_rank, norm, pinv, qr_linalg as qr,
