@@ -4,7 +4,7 @@ gcd/lcm, deg2rad/rad2deg, addcmul/addcdiv, angle, the comparison and arithmetic 
 also has (greater, not_equal, divide, multiply, ...) and the identities of a real tensor (conj,
 real, resolve_conj, ...).
 
-Layer: frontend — imports engine.dtypes, engine.errors, ops._core, ops._registry,
+Layer: frontend — imports engine.dtypes, engine.errors, ops._core, ops._registry, ops.creation,
 ops.elementwise, tensor. The family's primitives (`<name>_p`) are declared here, beside the
 front end that records them: their gradient rules call the ops of this module and of those
 before it. Most ops here are compositions of the elementwise family (their gradients come from
