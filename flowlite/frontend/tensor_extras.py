@@ -20,7 +20,7 @@ from ..engine import dtypes as D
 from ..engine.device import default_device
 from . import ops as F
 from . import views as V
-from .tensor import from_numpy, Tensor, tensor as _tensor
+from .tensor import from_numpy, Size, Tensor, tensor as _tensor
 
 TOP: dict = {}
 
@@ -440,20 +440,21 @@ def _where(self, condition, other):
 
 
 def _new(self, *args, device=None):
-    """The legacy constructor with self's dtype: x.new(2, 3) (zeros; PyTorch's are
-    uninitialised), x.new([1, 2]) (data), x.new() (empty)."""
+    """The legacy constructor with self's dtype: x.new(2, 3) or x.new(torch.Size(...)) (zeros;
+    PyTorch's are uninitialised), x.new([1, 2]) (data), x.new() (empty)."""
+    dev = device or self.device
     if not args:
-        return F.zeros(0, dtype=self.dtype, device=device or self.device)
-    if len(args) == 1 and isinstance(args[0], (list, tuple)) and args[0] and not all(
-            type(a) is int for a in args[0]) or (len(args) == 1 and not isinstance(
-                args[0], (int, tuple, list))):
+        return F.zeros(0, dtype=self.dtype, device=dev)
+    if len(args) == 1 and isinstance(args[0], Size):
+        return F.zeros(tuple(args[0]), dtype=self.dtype, device=dev)
+    if builtins.all(type(a) is int for a in args):
+        return F.zeros(args, dtype=self.dtype, device=dev)
+    if len(args) == 1:
         data = args[0]
         if isinstance(data, Tensor):
             return F.to_dtype(data, self.dtype)
-        return _tensor(data, dtype=self.dtype, device=device or self.device)
-    if len(args) == 1 and isinstance(args[0], (tuple, list)):
-        args = tuple(args[0])
-    return F.zeros(tuple(args), dtype=self.dtype, device=device or self.device)
+        return _tensor(data, dtype=self.dtype, device=dev)
+    raise TypeError(f"new(): expected sizes (ints) or one sequence of data, got {args!r}")
 
 
 def _new_empty(self, *size, dtype=None, device=None, requires_grad=False, layout=None,
@@ -549,7 +550,10 @@ def _matrix_adjoint(x, op):
 @_top
 def to_dlpack(tensor):
     """A DLPack capsule of the tensor's value (a host read when it is pending)."""
-    return tensor._value("to_dlpack").__dlpack__()
+    v = tensor._value("to_dlpack")
+    if isinstance(v, np.ndarray):
+        v = np.array(v)             # host data is read-only; DLPack exports writable memory
+    return v.__dlpack__()
 
 
 def _dim_order(self, ambiguity_check=False):
