@@ -163,10 +163,13 @@ def test_frexp_gcd_lcm_and_integer_rules():
             lambda p, q: (torch.gcd(p, q), torch.lcm(p, q), p.gcd(q)), a, b)
     with pytest.raises(RuntimeError, match="integer"):
         fl.gcd(fl.tensor([1.0]), fl.tensor([2.0]))
-    for name in ("frac", "logaddexp"):
+    for name in ("frac", "logaddexp", "igamma"):
         with pytest.raises(NotImplementedError):
             fn = getattr(fl, name)
             fn(fl.tensor([1, 2])) if name == "frac" else fn(fl.tensor([1]), fl.tensor([2]))
+    # the poles and exact points PyTorch's (C's) functions have
+    assert fl.digamma(fl.tensor([0.0, -0.0])).tolist() == [-math.inf, math.inf]
+    assert fl.lgamma(fl.tensor([1.0, 2.0])).tolist() == [0.0, 0.0]
 
 
 def test_addcmul_addcdiv_clamp_min_max_and_comparison_aliases(x64):

@@ -32,12 +32,21 @@ _TWO_OVER_SQRT_PI = 2.0 / _SQRT_PI
 
 
 # ---- primitives of this family: lowering, gradient rule, kind, bucketing rule ----------
-lgamma_p = pointwise("lgamma", lambda a, x: lax.lgamma(x),
-                     lambda a, i, o, g: (g * digamma(i[0]),))
+def _lgamma_lower(a, x):
+    # exactly 0 at 1 and 2, as C's lgamma (XLA's approximation is a few ulp off there)
+    return jnp.where((x == 1) | (x == 2), jnp.zeros((), x.dtype), lax.lgamma(x))
 
 
-digamma_p = pointwise("digamma", lambda a, x: lax.digamma(x),
-                      lambda a, i, o, g: (g * polygamma(1, i[0]),))
+lgamma_p = pointwise("lgamma", _lgamma_lower, lambda a, i, o, g: (g * digamma(i[0]),))
+
+
+def _digamma_lower(a, x):
+    # PyTorch's pole at zero: -inf at +0.0, +inf at -0.0 (XLA gives NaN)
+    pole = jnp.where(jnp.signbit(x), jnp.array(jnp.inf, x.dtype), jnp.array(-jnp.inf, x.dtype))
+    return jnp.where(x == 0, pole, lax.digamma(x))
+
+
+digamma_p = pointwise("digamma", _digamma_lower, lambda a, i, o, g: (g * polygamma(1, i[0]),))
 
 
 def _polygamma_lower(a, x):
@@ -207,6 +216,10 @@ def i1e(x):
 
 
 def _igamma(prim, a, x, op):
+    for t in (a, x):
+        if isinstance(t, Tensor) and t.dtype.kind != "f":
+            raise NotImplementedError(f'"{op}_cpu" not implemented for \'{t.dtype}\' tensors, '
+                                      "as in PyTorch; convert to a float dtype")
     a, x = _float_pair(a, x, op)
     # PyTorch differentiates only with respect to x: a backward pass into `a` raises
     return apply(prim, (underivable(a, f"{op} with respect to its first argument"), x), (),
