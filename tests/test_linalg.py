@@ -33,7 +33,8 @@ def test_inverse_determinants_and_solves(x64):
             lambda a, ab, b: (torch.linalg.inv(a), torch.inverse(ab), torch.det(ab),
                               torch.linalg.det(a), *torch.linalg.slogdet(ab),
                               torch.logdet(a @ a.T), torch.linalg.solve(a, b),
-                              torch.linalg.solve(a, b[:, 0]), torch.linalg.solve(a, b.T, left=False),
+                              torch.linalg.solve(a, b[:, 0]),
+                              torch.linalg.solve(a, b.T, left=False),
                               torch.linalg.solve(ab, b[:3, :2]),
                               torch.linalg.matrix_power(a, -2), torch.matrix_power(a, 3)),
             A, AB, B, **TOL)

@@ -37,13 +37,12 @@ def test_scatter_reduce_ties_integers_and_in_place(x64):
                                                     include_self=i)
                                for r in ("amax", "amin") for i in (True, False)), xt, st)
     xi = np.array([1, 2, 3, 4])
+    every = [(r, i) for r in ("sum", "prod", "mean", "amax", "amin") for i in (True, False)]
     compare(lambda a: tuple(fl.scatter_reduce(a, 0, fl.tensor([0, 0, 1]), fl.tensor([5, 6, 8]), r,
-                                              include_self=i)
-                            for r in ("sum", "prod", "mean", "amax", "amin") for i in (True, False)),
+                                              include_self=i) for r, i in every),
             lambda a: tuple(torch.scatter_reduce(a, 0, torch.tensor([0, 0, 1]),
                                                  torch.tensor([5, 6, 8]), r, include_self=i)
-                            for r in ("sum", "prod", "mean", "amax", "amin") for i in (True, False)),
-            xi)
+                            for r, i in every), xi)
     t = fl.tensor([1.0, 2.0, 3.0])
     t.scatter_reduce_(0, fl.tensor([0, 0]), fl.tensor([5.0, 1.0]), "amax")
     assert t.tolist() == [5.0, 2.0, 3.0]

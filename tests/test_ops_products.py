@@ -55,10 +55,12 @@ def test_cdist_matmul_path_and_weights(x64):
 
 def test_float32_and_integer_inputs():
     a = A.astype(np.float32)
-    compare(lambda t: (t[:, :3].addmm(t[:, :3], t[:, :3].T, beta=2), fl.dist(t, t * 2), t.count_nonzero(),
+    compare(lambda t: (t[:, :3].addmm(t[:, :3], t[:, :3].T, beta=2), fl.dist(t, t * 2),
+                       t.count_nonzero(),
                        fl.count_nonzero(t > 0, dim=(0, 1)), fl.count_nonzero(t > 0, 1),
                        fl.trapezoid(t, dx=0.5), fl.cov(t)),
-            lambda t: (t[:, :3].addmm(t[:, :3], t[:, :3].T, beta=2), torch.dist(t, t * 2), t.count_nonzero(),
+            lambda t: (t[:, :3].addmm(t[:, :3], t[:, :3].T, beta=2), torch.dist(t, t * 2),
+                       t.count_nonzero(),
                        torch.count_nonzero(t > 0, dim=(0, 1)), torch.count_nonzero(t > 0, 1),
                        torch.trapezoid(t, dx=0.5), torch.cov(t)), a, rtol=1e-5, atol=1e-5)
     i = np.arange(12, dtype=np.int64).reshape(3, 4) - 5

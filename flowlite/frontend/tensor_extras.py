@@ -331,7 +331,7 @@ def get_default_device():
     return default_device()
 
 
-# ---- process settings: recorded, answered back ------------------------------------------------------
+# ---- process settings: recorded, answered back ------------------------------------------
 _settings = {"threads": None, "interop": None, "deterministic": False, "warn_only": False,
              "warn_always": False}
 

@@ -222,7 +222,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noq
     return _reduce(loss, red, "multilabel_margin_loss")
 
 
-# ---- distances, shuffles, sampling ----------------------------------------------------------------
+# ---- distances, shuffles, sampling --------------------------------------------------------
 def pdist(input, p=2):  # noqa: A002
     """The p-norm distances between the rows of a 2-D input, pairs i < j in row-major order
     (the condensed upper triangle); the gradient at a zero distance is 0, as in PyTorch."""
