@@ -135,3 +135,23 @@ def test_failures_raise_at_the_sync():
         with pytest.raises(RuntimeError, match="deprecated since version 1.9 and is now removed"):
             getattr(fl, name)(fl.eye(2), fl.eye(2)) if name in ("lstsq", "solve") else \
                 getattr(fl, name)(fl.eye(2))
+
+
+def test_an_executable_loaded_from_the_persistent_cache_runs_lapack(tmp_path):
+    # jaxlib initialises its LAPACK kernels while lowering; a process that loads a cached
+    # executable calling them lowers nothing, so flowlite initialises them itself (a process
+    # without that crashed with a segmentation fault)
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    script = ("import flowlite as fl\n"
+              "a = fl.tensor([[4.0, 1.0], [1.0, 3.0]])\n"
+              "print(round(float(fl.linalg.inv(a).sum() + fl.linalg.eigvalsh(a).sum() + "
+              "fl.linalg.svdvals(a).sum() + fl.linalg.cholesky(a).sum()), 4))\n")
+    env = dict(os.environ, PYTHONPATH=root, FLOWLITE_CACHE_DIR=str(tmp_path / "cache"))
+    outs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           timeout=300, env=env) for _ in range(2)]
+    for r in outs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert outs[0].stdout == outs[1].stdout
