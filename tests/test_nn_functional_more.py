@@ -59,6 +59,23 @@ def test_losses_and_functions_vs_pytorch(x64):
     compare(_losses(fl, F), _losses(torch, TF), X1, X2, X3, POS, rtol=1e-10, atol=1e-10)
 
 
+def test_fold_is_unfolds_adjoint(x64):
+    cols = RNG.standard_normal((2, 12, 16))
+    img = RNG.standard_normal((1, 2, 5, 6))
+    compare(lambda c, x: (F.fold(c, (5, 6), (2, 3)), F.fold(c[0], (5, 6), (2, 3)),
+                          F.fold(F.unfold(x, 2, padding=1, stride=2), (5, 6), 2, padding=1,
+                                 stride=2),
+                          F.fold(F.unfold(x, 3, (2, 1), 1, (1, 2)), (5, 6), 3, (2, 1), 1,
+                                 (1, 2))),
+            lambda c, x: (TF.fold(c, (5, 6), (2, 3)), TF.fold(c[0], (5, 6), (2, 3)),
+                          TF.fold(TF.unfold(x, 2, padding=1, stride=2), (5, 6), 2, padding=1,
+                                  stride=2),
+                          TF.fold(TF.unfold(x, 3, (2, 1), 1, (1, 2)), (5, 6), 3, (2, 1), 1,
+                                  (1, 2))), cols, img, rtol=1e-12, atol=1e-12)
+    with pytest.raises(RuntimeError, match="sliding blocks"):
+        F.fold(fl.zeros(1, 12, 3), (5, 6), (2, 3))
+
+
 def test_in_place_forms_and_torch_level_entry_points(x64):
     for name, args in (("relu_", ()), ("elu_", (0.5,)), ("leaky_relu_", (0.2,)),
                        ("hardtanh_", (-0.5, 0.5)), ("celu_", (1.5,)), ("selu_", ()),

@@ -1,7 +1,7 @@
 """More of `torch.nn.functional`: the margin, embedding and likelihood losses
 (margin_ranking, hinge_embedding, soft_margin, multilabel_soft_margin, multi_margin,
 multilabel_margin, cosine_embedding, triplet_margin(_with_distance), poisson_nll,
-gaussian_nll), pdist, channel_shuffle, gumbel_softmax, hardshrink/softshrink.
+gaussian_nll), pdist, channel_shuffle, fold, gumbel_softmax, hardshrink/softshrink.
 
 Each is PyTorch's formula composed of flowlite's ops (gradients come from them); functional.py
 re-exports them, so they are `flowlite.nn.functional.<name>` (`torch.nn.functional.<name>`).
@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import math
 
-from ..extend import ArgumentError, Tensor, ops as F
+import numpy as np
+
+from ..extend import ArgumentError, Tensor, from_numpy, ops as F
 
 
 def _legacy_reduction(size_average, reduce, reduction):
@@ -251,6 +253,58 @@ def channel_shuffle(input, groups):  # noqa: A002
 native_channel_shuffle = channel_shuffle
 
 
+def _pair(v, name):
+    if isinstance(v, (tuple, list)):
+        if len(v) != 2:
+            raise ValueError(f"fold: {name} must be an int or a pair, got {v!r}")
+        return int(v[0]), int(v[1])
+    return int(v), int(v)
+
+
+def _fold_index(c, out_hw, k, d, p, st):
+    """For each (channel, kernel offset, block) of unfold's layout, its element in the padded
+    (C, H + 2p, W + 2p) image; and the block count."""
+    hp, wp = out_hw[0] + 2 * p[0], out_hw[1] + 2 * p[1]
+    nh = (hp - d[0] * (k[0] - 1) - 1) // st[0] + 1
+    nw = (wp - d[1] * (k[1] - 1) - 1) // st[1] + 1
+    ki, kj = np.meshgrid(np.arange(k[0]), np.arange(k[1]), indexing="ij")
+    bi, bj = np.meshgrid(np.arange(nh), np.arange(nw), indexing="ij")
+    rows = ki.reshape(-1, 1) * d[0] + bi.reshape(1, -1) * st[0]
+    cols = kj.reshape(-1, 1) * d[1] + bj.reshape(1, -1) * st[1]
+    pos = rows * wp + cols                                   # (kh*kw, L)
+    idx = np.arange(c).reshape(-1, 1, 1) * (hp * wp) + pos[None]
+    return idx.reshape(-1), nh * nw, hp, wp
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+    """col2im, the adjoint of unfold: (N, C*kh*kw, L) blocks summed into (N, C, H, W) (the
+    blocks' overlaps add up); the index map is computed on the host once per geometry."""
+    batched = input.ndim == 3
+    if input.ndim not in (2, 3):
+        raise RuntimeError(f"Input Error: Only unbatched (2D) or batched (3D) input Tensors are "
+                           f"supported (got {input.ndim}D)")
+    x = input if batched else F.unsqueeze(input, 0)
+    out_hw, k = _pair(output_size, "output_size"), _pair(kernel_size, "kernel_size")
+    d, p, st = _pair(dilation, "dilation"), _pair(padding, "padding"), _pair(stride, "stride")
+    n, ckk, blocks = x.shape
+    if ckk % (k[0] * k[1]):
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product "
+                           f"of kernel_size, but got input.size(1)={ckk} and "
+                           f"kernel_size={k}")
+    c = ckk // (k[0] * k[1])
+    idx, nblocks, hp, wp = _fold_index(c, out_hw, k, d, p, st)
+    if nblocks != blocks:
+        raise RuntimeError(f"Given output_size={out_hw}, kernel_size={k}, dilation={d}, "
+                           f"padding={p}, stride={st}, expected size of input's dimension 2 to "
+                           f"match the calculated number of sliding blocks {nblocks}, but got "
+                           f"input.size(2)={blocks}.")
+    flat = F.zeros((n, c * hp * wp), dtype=x.dtype, device=x.device)
+    out = F.index_add(flat, 1, from_numpy(idx, device=x.device), F.reshape(x, (n, -1)))
+    out = F.reshape(out, (n, c, hp, wp))
+    out = F.narrow(F.narrow(out, 2, p[0], out_hw[0]), 3, p[1], out_hw[1])
+    return out if batched else F.squeeze(out, 0)
+
+
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     """softmax((logits + g) / tau) with Gumbel noise g = -log(Exponential(1)) drawn from
     flowlite's generator; hard: the one-hot of the argmax in the forward pass, the soft
@@ -268,4 +322,4 @@ __all__ = ["hardshrink", "softshrink", "margin_ranking_loss", "hinge_embedding_l
            "soft_margin_loss", "multilabel_soft_margin_loss", "cosine_embedding_loss",
            "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss",
            "gaussian_nll_loss", "multi_margin_loss", "multilabel_margin_loss", "pdist",
-           "channel_shuffle", "native_channel_shuffle", "gumbel_softmax"]
+           "channel_shuffle", "native_channel_shuffle", "gumbel_softmax", "fold"]
