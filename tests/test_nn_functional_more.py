@@ -76,6 +76,25 @@ def test_fold_is_unfolds_adjoint(x64):
         F.fold(fl.zeros(1, 12, 3), (5, 6), (2, 3))
 
 
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_affine_grid_and_grid_sample(align_corners, x64):
+    theta, theta3 = RNG.standard_normal((2, 2, 3)) * 0.6, RNG.standard_normal((1, 3, 4)) * 0.5
+    img, grid = RNG.standard_normal((2, 3, 5, 6)), RNG.uniform(-1.3, 1.3, (2, 4, 7, 2))
+    ac = align_corners
+    modes = [(m, p) for m in ("bilinear", "nearest") for p in ("zeros", "border", "reflection")]
+    compare(lambda t, t3, x, g: (F.affine_grid(t, (2, 3, 4, 5), align_corners=ac),
+                                 F.affine_grid(t3, (1, 1, 2, 3, 4), align_corners=ac),
+                                 *(F.grid_sample(x, g, m, p, ac) for m, p in modes),
+                                 F.grid_sample(x, F.affine_grid(t, (2, 3, 4, 4), ac),
+                                               align_corners=ac)),
+            lambda t, t3, x, g: (TF.affine_grid(t, (2, 3, 4, 5), align_corners=ac),
+                                 TF.affine_grid(t3, (1, 1, 2, 3, 4), align_corners=ac),
+                                 *(TF.grid_sample(x, g, m, p, ac) for m, p in modes),
+                                 TF.grid_sample(x, TF.affine_grid(t, (2, 3, 4, 4), ac),
+                                                align_corners=ac)),
+            theta, theta3, img, grid, rtol=1e-9, atol=1e-9)
+
+
 def test_in_place_forms_and_torch_level_entry_points(x64):
     for name, args in (("relu_", ()), ("elu_", (0.5,)), ("leaky_relu_", (0.2,)),
                        ("hardtanh_", (-0.5, 0.5)), ("celu_", (1.5,)), ("selu_", ()),

@@ -67,8 +67,6 @@ NOT_IMPLEMENTED = [
     ("torch.nn.functional", "pooling",
      "fractional_max_pool2d fractional_max_pool2d_with_indices fractional_max_pool3d "
      "fractional_max_pool3d_with_indices", "fractional max pooling"),
-    ("torch.nn.functional", "vision", "affine_grid grid_sample",
-     "spatial-transformer sampling (affine_grid, grid_sample)"),
     ("torch.nn.functional", "loss", "ctc_loss", "the CTC loss"),
     ("torch.nn.functional", "loss", "linear_cross_entropy",
      "the fused linear + cross-entropy loss"),

@@ -1,7 +1,8 @@
 """More of `torch.nn.functional`: the margin, embedding and likelihood losses
 (margin_ranking, hinge_embedding, soft_margin, multilabel_soft_margin, multi_margin,
 multilabel_margin, cosine_embedding, triplet_margin(_with_distance), poisson_nll,
-gaussian_nll), pdist, channel_shuffle, fold, gumbel_softmax, hardshrink/softshrink.
+gaussian_nll), pdist, channel_shuffle, fold, affine_grid/grid_sample, gumbel_softmax,
+hardshrink/softshrink.
 
 Each is PyTorch's formula composed of flowlite's ops (gradients come from them); functional.py
 re-exports them, so they are `flowlite.nn.functional.<name>` (`torch.nn.functional.<name>`).
@@ -305,6 +306,120 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # n
     return out if batched else F.squeeze(out, 0)
 
 
+# ---- spatial transformers: affine_grid, grid_sample ---------------------------------------------
+def _linspace_from_neg_one(theta, n, align_corners):
+    if n <= 1:
+        return F.zeros((1,), dtype=theta.dtype, device=theta.device)
+    r = F.linspace(-1.0, 1.0, n, dtype=theta.dtype, device=theta.device)
+    return r if align_corners else r * ((n - 1) / n)
+
+
+def affine_grid(theta, size, align_corners=None):
+    """The sampling grid of the affine maps theta (N, 2, 3) for an output of size (N, C, H, W)
+    — or (N, 3, 4) and (N, C, D, H, W) — in grid_sample's [-1, 1] coordinates (PyTorch's
+    base grid and bmm)."""
+    ac = bool(align_corners)
+    if theta.dtype.kind != "f":
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    size = tuple(int(v) for v in size)
+    if len(size) == 4:
+        n, _, h, w = size
+        if tuple(theta.shape) != (n, 2, 3):
+            raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size "
+                             f"{list(size)}. Got {list(theta.shape)}.")
+        xs = F.reshape(_linspace_from_neg_one(theta, w, ac), (1, w, 1))
+        ys = F.reshape(_linspace_from_neg_one(theta, h, ac), (h, 1, 1))
+        base = F.cat([F.expand(xs, h, w, 1), F.expand(ys, h, w, 1),
+                      F.ones((h, w, 1), dtype=theta.dtype, device=theta.device)], 2)
+        grid = F.matmul(F.reshape(base, (1, h * w, 3)), F.transpose(theta, 1, 2))
+        return F.reshape(grid, (n, h, w, 2))
+    if len(size) == 5:
+        n, _, d, h, w = size
+        if tuple(theta.shape) != (n, 3, 4):
+            raise ValueError(f"Expected a batch of 3D affine matrices of shape Nx3x4 for size "
+                             f"{list(size)}. Got {list(theta.shape)}.")
+        xs = F.reshape(_linspace_from_neg_one(theta, w, ac), (1, 1, w, 1))
+        ys = F.reshape(_linspace_from_neg_one(theta, h, ac), (1, h, 1, 1))
+        zs = F.reshape(_linspace_from_neg_one(theta, d, ac), (d, 1, 1, 1))
+        base = F.cat([F.expand(xs, d, h, w, 1), F.expand(ys, d, h, w, 1),
+                      F.expand(zs, d, h, w, 1),
+                      F.ones((d, h, w, 1), dtype=theta.dtype, device=theta.device)], 3)
+        grid = F.matmul(F.reshape(base, (1, d * h * w, 4)), F.transpose(theta, 1, 2))
+        return F.reshape(grid, (n, d, h, w, 3))
+    raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D affine "
+                              f"transforms, respectively. Got size {list(size)}.")
+
+
+def _reflect(coord, twice_low, twice_high):
+    if twice_low == twice_high:
+        return coord * 0
+    lo = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    c = F.abs(coord - lo)
+    extra = F.fmod(c, span)
+    flips = F.floor(c / span)
+    return F.where(F.eq(F.remainder(flips, 2), 0), extra + lo, span - extra + lo)
+
+
+def _source_index(coord, size, padding_mode, align_corners):
+    # PyTorch's grid_sampler_compute_source_index: unnormalise, then border / reflection
+    if align_corners:
+        c = (coord + 1) / 2 * (size - 1)
+    else:
+        c = ((coord + 1) * size - 1) / 2
+    if padding_mode == "border":
+        c = F.clamp(c, 0, size - 1)
+    elif padding_mode == "reflection":
+        c = _reflect(c, 0, 2 * (size - 1)) if align_corners else _reflect(c, -1, 2 * size - 1)
+        c = F.clamp(c, 0, size - 1)
+    return c
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros",  # noqa: A002
+                align_corners=None):
+    """input (N, C, H, W) sampled at grid (N, Ho, Wo, 2) of (x, y) in [-1, 1]: bilinear or
+    nearest, padding 'zeros', 'border' or 'reflection' (PyTorch's index arithmetic);
+    differentiable in input and grid. (5-D inputs and bicubic are not implemented.)"""
+    if input.ndim != 4:
+        raise NotImplementedError("flowlite: torch.nn.functional.grid_sample of a "
+                                  f"{input.ndim}-D input is not implemented (4-D only)")
+    if mode not in ("bilinear", "nearest"):
+        raise NotImplementedError(f"flowlite: torch.nn.functional.grid_sample with mode "
+                                  f"{mode!r} is not implemented (bilinear, nearest)")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
+                         f"'border', or 'reflection', but got: '{padding_mode}'")
+    n, c, h, w = input.shape
+    if grid.ndim != 4 or grid.shape[0] != n or grid.shape[3] != 2:
+        raise RuntimeError(f"grid_sampler(): expected grid of shape (N, H, W, 2) with N = {n}, "
+                           f"got {list(grid.shape)}")
+    ac = bool(align_corners)
+    ho, wo = grid.shape[1], grid.shape[2]
+    ix = _source_index(grid[..., 0], w, padding_mode, ac)
+    iy = _source_index(grid[..., 1], h, padding_mode, ac)
+    flat = F.reshape(input, (n, c, h * w))
+
+    def tap(yi, xi):
+        inside = F.logical_and(F.logical_and(xi >= 0, xi <= w - 1),
+                               F.logical_and(yi >= 0, yi <= h - 1))
+        idx = F.clamp(yi, 0, h - 1) * w + F.clamp(xi, 0, w - 1)
+        idx = F.expand(F.reshape(idx.long(), (n, 1, ho * wo)), n, c, ho * wo)
+        vals = F.reshape(F.gather(flat, 2, idx), (n, c, ho, wo))
+        return F.where(F.unsqueeze(inside, 1), vals, 0.0)
+
+    if mode == "nearest":
+        return tap(F.round(iy), F.round(ix))
+    x0, y0 = F.floor(ix), F.floor(iy)
+    x1, y1 = x0 + 1, y0 + 1
+    wx1, wy1 = ix - x0, iy - y0
+    wx0, wy0 = x1 - ix, y1 - iy
+
+    def wt(t):
+        return F.unsqueeze(t, 1)
+    return (tap(y0, x0) * wt(wx0 * wy0) + tap(y0, x1) * wt(wx1 * wy0) +
+            tap(y1, x0) * wt(wx0 * wy1) + tap(y1, x1) * wt(wx1 * wy1))
+
+
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     """softmax((logits + g) / tau) with Gumbel noise g = -log(Exponential(1)) drawn from
     flowlite's generator; hard: the one-hot of the argmax in the forward pass, the soft
@@ -322,4 +437,5 @@ __all__ = ["hardshrink", "softshrink", "margin_ranking_loss", "hinge_embedding_l
            "soft_margin_loss", "multilabel_soft_margin_loss", "cosine_embedding_loss",
            "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss",
            "gaussian_nll_loss", "multi_margin_loss", "multilabel_margin_loss", "pdist",
-           "channel_shuffle", "native_channel_shuffle", "gumbel_softmax", "fold"]
+           "channel_shuffle", "native_channel_shuffle", "gumbel_softmax", "fold",
+           "affine_grid", "grid_sample"]
