@@ -95,6 +95,31 @@ def test_affine_grid_and_grid_sample(align_corners, x64):
             theta, theta3, img, grid, rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("k, s, p, d, ceil", [(2, None, 0, 1, False), (3, 2, 1, 1, False),
+                                              (3, 2, 1, 2, True), (2, 1, 0, 1, True)])
+def test_max_pool_indices_and_unpool(k, s, p, d, ceil, x64):
+    x2, x1 = RNG.standard_normal((2, 3, 7, 8)), RNG.standard_normal((2, 3, 9))
+    x3 = RNG.standard_normal((1, 2, 5, 6, 4))
+    if d != 1:          # unpooling knows no dilation: PyTorch rejects the output size then
+        compare(lambda a: F.max_pool2d(a, k, s, p, d, ceil, True),
+                lambda a: TF.max_pool2d(a, k, s, p, d, ceil, True), x2)
+        return
+    compare(lambda a, b, e: (*F.max_pool2d(a, k, s, p, d, ceil, True),
+                             *F.max_pool1d_with_indices(b, k, s, p, d, ceil),
+                             *F.max_pool3d(e, 2, None, 0, 1, ceil, True),
+                             F.max_unpool2d(*F.max_pool2d(a, k, s, p, d, ceil, True), k, s, p,
+                                            output_size=a.shape),
+                             F.max_unpool1d(*F.max_pool1d(b, k, s, p, d, ceil, True), k, s, p,
+                                            output_size=b.shape)),
+            lambda a, b, e: (*TF.max_pool2d(a, k, s, p, d, ceil, True),
+                             *TF.max_pool1d_with_indices(b, k, s, p, d, ceil),
+                             *TF.max_pool3d(e, 2, None, 0, 1, ceil, True),
+                             TF.max_unpool2d(*TF.max_pool2d(a, k, s, p, d, ceil, True), k, s, p,
+                                             output_size=a.shape),
+                             TF.max_unpool1d(*TF.max_pool1d(b, k, s, p, d, ceil, True), k, s, p,
+                                             output_size=b.shape)), x2, x1, x3)
+
+
 def test_in_place_forms_and_torch_level_entry_points(x64):
     for name, args in (("relu_", ()), ("elu_", (0.5,)), ("leaky_relu_", (0.2,)),
                        ("hardtanh_", (-0.5, 0.5)), ("celu_", (1.5,)), ("selu_", ()),
@@ -162,6 +187,6 @@ def test_errors_and_not_implemented():
         F.gaussian_nll_loss(fl.zeros(2), fl.zeros(2), fl.tensor([1.0, -1.0]))
     with pytest.raises(RuntimeError, match="divisible by groups"):
         F.channel_shuffle(fl.zeros(1, 3, 2), 2)
-    with pytest.raises(NotImplementedError,
-                       match="flowlite: torch.nn.functional.max_unpool2d is not implemented"):
-        F.max_unpool2d(fl.zeros(1, 1, 2, 2), fl.zeros(1, 1, 2, 2).long(), 2)
+    with pytest.raises(NotImplementedError, match="flowlite: torch.nn.functional."
+                       "adaptive_max_pool2d_with_indices is not implemented"):
+        F.adaptive_max_pool2d_with_indices(fl.zeros(1, 1, 2, 2), 1)

@@ -366,11 +366,10 @@ def _pool_setup(x, kernel_size, stride, padding, dilation, ceil_mode, nd, op):
 
 
 def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd, op):
-    if return_indices:
-        raise NotImplementedError(f"{op}: return_indices=True is not supported by flowlite "
-                                  f"(no max-unpooling); use return_indices=False")
     k, s, d, lead, outs, pads = _pool_setup(x, kernel_size, stride, padding, dilation,
                                             ceil_mode, nd, op)
+    if return_indices:      # (values, flat spatial indices): functional_more's
+        return _more.max_pool_with_indices(x, k, s, d, lead, outs, pads)
     if builtins.all(v == 1 for v in d):
         attrs = ("max", (1,) * lead + k, (1,) * lead + s, ((0, 0),) * lead + tuple(pads))
         return X.reduce_window(x, attrs)
@@ -1833,6 +1832,21 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     return input / div
 
 
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
 def upsample_nearest(input, size=None, scale_factor=None):
     """interpolate(mode='nearest') (PyTorch's deprecated name)."""
     return interpolate(input, size, scale_factor, mode="nearest")
@@ -1849,7 +1863,9 @@ from . import functional_more as _more  # noqa: E402
 __all__ += ["relu_", "elu_", "leaky_relu_", "hardtanh_", "celu_", "selu_", "threshold",
             "threshold_", "rrelu", "rrelu_", "dropout3d", "feature_alpha_dropout",
             "adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d",
-            "local_response_norm", "upsample_nearest", "upsample_bilinear", *_more.__all__]
+            "local_response_norm", "upsample_nearest", "upsample_bilinear",
+            "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+            *_more.__all__]
 
 # the names this module does not implement raise NotImplementedError naming them
 X.surface.install("torch.nn.functional", globals())

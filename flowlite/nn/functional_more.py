@@ -9,10 +9,12 @@ re-exports them, so they are `flowlite.nn.functional.<name>` (`torch.nn.function
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
+from .. import extend as X
 from ..extend import ArgumentError, Tensor, from_numpy, ops as F
 
 
@@ -306,6 +308,90 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # n
     return out if batched else F.squeeze(out, 0)
 
 
+# ---- max pooling with indices, max unpooling -----------------------------------------------------
+def max_pool_with_indices(x, k, s, d, lead, outs, pads):
+    """(values, indices) of a max pool whose geometry nn.functional's _pool_setup computed:
+    the windows' taps are strided slices of the padded input, the index of each window's
+    first maximum (PyTorch's scan order) is turned into a flat index over the input's spatial
+    dims, and the values are gathered there — so the gradient reaches that element only, as
+    in PyTorch."""
+    nd = len(k)
+    spatial = tuple(x.shape[lead:])
+    lo = [0] * lead + [p[0] for p in pads]
+    hi = [0] * lead + [p[1] for p in pads]
+    fill = float("-inf") if x.dtype.kind == "f" else int(np.iinfo(x.dtype.np).min)
+    xp = X.pad_general(x, lo, hi, [0] * x.ndim, fill) if any(lo + hi) else x
+    offsets = list(itertools.product(*[range(kk) for kk in k]))
+    taps = []
+    for off in offsets:
+        starts = [0] * lead + [o * dd for o, dd in zip(off, d)]
+        stops = list(xp.shape[:lead]) + [st + (n - 1) * ss + 1
+                                         for st, n, ss in zip(starts[lead:], outs, s)]
+        taps.append(X.slice_strided(xp, starts, stops, [1] * lead + list(s)))
+    which = F.argmax(F.stack(taps, -1), -1)                 # (lead..., outs...)
+    table = np.asarray(offsets, np.int64).reshape(-1, nd)
+    flat = None
+    for i in range(nd):
+        off_i = F.take(from_numpy(table[:, i] * d[i], device=x.device), which)
+        shape = [1] * (lead + nd)
+        shape[lead + i] = outs[i]
+        start_i = F.reshape(F.arange(outs[i], device=x.device, dtype=off_i.dtype) * s[i] -
+                            pads[i][0], tuple(shape))
+        pos = start_i + off_i
+        stride = int(np.prod(spatial[i + 1:], dtype=np.int64))
+        flat = pos * stride if flat is None else flat + pos * stride
+    flat = flat.long()
+    values = X.take_along(F.reshape(x, tuple(x.shape[:lead]) + (-1,)),
+                          F.reshape(flat, tuple(x.shape[:lead]) + (-1,)), lead)
+    return F.reshape(values, tuple(x.shape[:lead]) + tuple(outs)), flat
+
+
+def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nd, op):  # noqa
+    if tuple(indices.shape) != tuple(input.shape):
+        raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor "
+                           f"({list(input.shape)}) but got indices tensor with shape: "
+                           f"{list(indices.shape)}")
+    k = _tuple(kernel_size, nd)
+    st = k if stride is None else _tuple(stride, nd)
+    p = _tuple(padding, nd)
+    lead = input.ndim - nd
+    if output_size is None:
+        size = tuple((input.shape[lead + i] - 1) * st[i] - 2 * p[i] + k[i] for i in range(nd))
+    else:
+        size = tuple(int(v) for v in tuple(output_size)[-nd:])
+    n = int(np.prod(size, dtype=np.int64))
+    flat_in = F.reshape(input, tuple(input.shape[:lead]) + (-1,))
+    flat_idx = F.reshape(indices, tuple(input.shape[:lead]) + (-1,))
+    out = F.scatter(F.zeros(tuple(input.shape[:lead]) + (n,), dtype=input.dtype,
+                            device=input.device), lead, flat_idx, flat_in)
+    return F.reshape(out, tuple(input.shape[:lead]) + size)
+
+
+def _tuple(v, n):
+    if isinstance(v, (tuple, list)):
+        return tuple(int(a) for a in v) if len(v) == n else tuple(int(v[0]) for _ in range(n))
+    return (int(v),) * n
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
+                 output_size=None):
+    """The inverse of max_pool1d(return_indices=True): each value put back at its index."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1,
+                       "max_unpool1d")
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
+                 output_size=None):
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2,
+                       "max_unpool2d")
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
+                 output_size=None):
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3,
+                       "max_unpool3d")
+
+
 # ---- spatial transformers: affine_grid, grid_sample ---------------------------------------------
 def _linspace_from_neg_one(theta, n, align_corners):
     if n <= 1:
@@ -438,4 +524,4 @@ __all__ = ["hardshrink", "softshrink", "margin_ranking_loss", "hinge_embedding_l
            "triplet_margin_loss", "triplet_margin_with_distance_loss", "poisson_nll_loss",
            "gaussian_nll_loss", "multi_margin_loss", "multilabel_margin_loss", "pdist",
            "channel_shuffle", "native_channel_shuffle", "gumbel_softmax", "fold",
-           "affine_grid", "grid_sample"]
+           "affine_grid", "grid_sample", "max_unpool1d", "max_unpool2d", "max_unpool3d"]

@@ -25,7 +25,8 @@ for _name in ("conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2
               "conv_transpose3d", "bilinear", "pixel_shuffle", "pixel_unshuffle", "prelu", "celu",
               "selu", "rrelu", "threshold", "hardshrink", "pairwise_distance",
               "cosine_similarity", "pdist", "channel_shuffle", "native_channel_shuffle",
-              "rms_norm", "adaptive_avg_pool1d", "celu_", "selu_", "rrelu_", "threshold_"):
+              "rms_norm", "adaptive_avg_pool1d", "celu_", "selu_", "rrelu_", "threshold_",
+              "max_pool1d_with_indices"):
     TOP[_name] = getattr(Fn, _name)
 
 
