@@ -190,3 +190,11 @@ def test_errors_and_not_implemented():
     with pytest.raises(NotImplementedError, match="flowlite: torch.nn.functional."
                        "adaptive_max_pool2d_with_indices is not implemented"):
         F.adaptive_max_pool2d_with_indices(fl.zeros(1, 1, 2, 2), 1)
+
+
+def test_max_pool_module_returns_indices():
+    x = RNG.standard_normal((1, 2, 4, 6)).astype(np.float32)
+    v, i = fl.nn.MaxPool2d(2, return_indices=True)(fl.tensor(x))
+    tv, ti = torch.nn.MaxPool2d(2, return_indices=True)(torch.tensor(x))
+    np.testing.assert_array_equal(v.numpy(), tv.numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
