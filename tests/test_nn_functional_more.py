@@ -188,8 +188,23 @@ def test_errors_and_not_implemented():
     with pytest.raises(RuntimeError, match="divisible by groups"):
         F.channel_shuffle(fl.zeros(1, 3, 2), 2)
     with pytest.raises(NotImplementedError, match="flowlite: torch.nn.functional."
-                       "adaptive_max_pool2d_with_indices is not implemented"):
-        F.adaptive_max_pool2d_with_indices(fl.zeros(1, 1, 2, 2), 1)
+                       "fractional_max_pool2d is not implemented"):
+        F.fractional_max_pool2d(fl.zeros(1, 1, 2, 2), 1)
+
+
+def test_adaptive_max_pool_indices(x64):
+    x2, x1 = RNG.standard_normal((2, 3, 7, 8)), RNG.standard_normal((2, 3, 9))
+    x3 = RNG.standard_normal((1, 2, 5, 6, 4))
+    compare(lambda a, b, e: (*F.adaptive_max_pool2d(a, (3, 5), True),
+                             *F.adaptive_max_pool2d(a, (7, 4), True),
+                             *F.adaptive_max_pool1d(b, 4, True),
+                             *F.adaptive_max_pool3d_with_indices(e, (2, 3, 3)),
+                             *fl.adaptive_max_pool1d(b, 5)),
+            lambda a, b, e: (*TF.adaptive_max_pool2d(a, (3, 5), True),
+                             *TF.adaptive_max_pool2d(a, (7, 4), True),
+                             *TF.adaptive_max_pool1d(b, 4, True),
+                             *TF.adaptive_max_pool3d_with_indices(e, (2, 3, 3)),
+                             *torch.adaptive_max_pool1d(b, 5)), x2, x1, x3)
 
 
 def test_max_pool_module_returns_indices():

@@ -27,7 +27,6 @@ GROUPS = ("torch", "torch.nn.functional", "torch.linalg", "torch.special", "torc
           "Tensor")
 
 _SHAPE = "in-place changes of a tensor's shape or layout (a flowlite tensor keeps its shape)"
-_POOL_INDICES = "adaptive max pooling with indices"
 _LU = "LU, LDL and Householder (QR-by-reflectors) factorizations"
 _COMPLEX = "complex tensors: flowlite has no complex dtypes"
 
@@ -42,7 +41,6 @@ NOT_IMPLEMENTED = [
     ("torch", "other operations", "hash_tensor", "hashing a tensor's contents"),
     ("torch", "indexing, slicing, joining", "as_strided_ resize_as_", _SHAPE),
     ("torch", "creation", "from_file", "tensors backed by a file's storage"),
-    ("torch", "neural network", "adaptive_max_pool1d", _POOL_INDICES),
     ("torch", "neural network", "ctc_loss", "the CTC loss"),
     ("torch", "neural network", "embedding_bag embedding_renorm_",
      "EmbeddingBag and max_norm renormalisation of embeddings"),
@@ -59,9 +57,6 @@ NOT_IMPLEMENTED = [
      "torch.cond and torch.while_loop (flowlite.scan runs a traced loop)"),
     ("torch", "tensors", "is_inference", "inference tensors (inference_mode's tensor flag)"),
     # torch.nn.functional
-    ("torch.nn.functional", "pooling",
-     "adaptive_max_pool1d_with_indices adaptive_max_pool2d_with_indices "
-     "adaptive_max_pool3d_with_indices", _POOL_INDICES),
     ("torch.nn.functional", "pooling",
      "fractional_max_pool2d fractional_max_pool2d_with_indices fractional_max_pool3d "
      "fractional_max_pool3d_with_indices", "fractional max pooling"),

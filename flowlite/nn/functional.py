@@ -535,9 +535,9 @@ def adaptive_avg_pool2d(input, output_size):
 
 
 def _adaptive_max(x, output_size, return_indices, nd, op):
-    if return_indices:
-        raise NotImplementedError(f"{op}: return_indices=True is not supported by flowlite")
     lead, spatial, out = _adaptive_sizes(x, output_size, nd, op)
+    if return_indices:      # (values, flat spatial indices): functional_more's
+        return _more.adaptive_max_pool_with_indices(x, lead, spatial, out)
     if builtins.all(n % o == 0 for n, o in zip(spatial, out)):
         k = tuple(n // o for n, o in zip(spatial, out))
         return X.reduce_window(x, ("max", (1,) * lead + k, (1,) * lead + k, ((0, 0),) * x.ndim))
@@ -1847,6 +1847,18 @@ def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation
     return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=True):
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=True):
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=True):
+    return adaptive_max_pool3d(input, output_size, True)
+
+
 def upsample_nearest(input, size=None, scale_factor=None):
     """interpolate(mode='nearest') (PyTorch's deprecated name)."""
     return interpolate(input, size, scale_factor, mode="nearest")
@@ -1865,6 +1877,8 @@ __all__ += ["relu_", "elu_", "leaky_relu_", "hardtanh_", "celu_", "selu_", "thre
             "adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d",
             "local_response_norm", "upsample_nearest", "upsample_bilinear",
             "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+            "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+            "adaptive_max_pool3d_with_indices",
             *_more.__all__]
 
 # the names this module does not implement raise NotImplementedError naming them

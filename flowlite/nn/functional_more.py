@@ -346,6 +346,47 @@ def max_pool_with_indices(x, k, s, d, lead, outs, pads):
     return F.reshape(values, tuple(x.shape[:lead]) + tuple(outs)), flat
 
 
+def adaptive_max_pool_with_indices(x, lead, spatial, out):
+    """(values, indices) of an adaptive max pool: each output cell's window (PyTorch's bins
+    [floor(i n / o), ceil((i + 1) n / o)) per dim) read through one host-computed index map,
+    shorter windows padded with a -inf tap; the first maximum in scan order wins, as in
+    PyTorch, and the values are gathered there."""
+    nd = len(out)
+    per_dim = []
+    for n, o in zip(spatial, out):
+        starts = [(i * n) // o for i in range(o)]
+        ends = [-(-((i + 1) * n) // o) for i in range(o)]
+        width = max(e - b for b, e in zip(starts, ends))
+        taps = np.full((o, width), -1, np.int64)
+        for i, (b, e) in enumerate(zip(starts, ends)):
+            taps[i, :e - b] = np.arange(b, e)
+        per_dim.append(taps)
+    strides = [int(np.prod(spatial[i + 1:], dtype=np.int64)) for i in range(nd)]
+    # index map over (out cells..., window taps...): flat spatial position, or -1 (padding)
+    flat = np.zeros(tuple(out) + tuple(t.shape[1] for t in per_dim), np.int64)
+    valid = np.ones(flat.shape, bool)
+    for i, taps in enumerate(per_dim):
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = taps.shape
+        t = taps.reshape(shape)
+        flat = flat + np.maximum(t, 0) * strides[i]
+        valid = valid & (t >= 0)
+    numel = int(np.prod(spatial, dtype=np.int64))
+    flat = np.where(valid, flat, numel).reshape(int(np.prod(out)), -1)   # numel: the pad tap
+    fill = float("-inf") if x.dtype.kind == "f" else int(np.iinfo(x.dtype.np).min)
+    xs = F.reshape(x, tuple(x.shape[:lead]) + (numel,))
+    xs = X.pad_general(xs, [0] * (lead + 1), [0] * lead + [1], [0] * (lead + 1), fill)
+    cells, ntaps = flat.shape
+    taps = from_numpy(flat.reshape(-1), device=x.device)
+    windows = F.reshape(F.index_select(xs, lead, taps), tuple(x.shape[:lead]) + (cells, ntaps))
+    which = F.argmax(windows, -1, keepdim=True)
+    idx = F.take(from_numpy(flat, device=x.device),
+                 which + F.reshape(F.arange(cells, device=x.device) * ntaps, (cells, 1)))
+    values = X.take_along(xs, F.reshape(idx, tuple(x.shape[:lead]) + (cells,)), lead)
+    shape = tuple(x.shape[:lead]) + tuple(out)
+    return F.reshape(values, shape), F.reshape(idx, shape).long()
+
+
 def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nd, op):  # noqa
     if tuple(indices.shape) != tuple(input.shape):
         raise RuntimeError(f"Expected shape of indices to be same as that of the input tensor "

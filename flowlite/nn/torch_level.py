@@ -43,6 +43,12 @@ def avg_pool1d(input, kernel_size, stride=(), padding=0, ceil_mode=False,  # noq
 
 
 @_top
+def adaptive_max_pool1d(input, output_size):  # noqa: A002
+    """torch.adaptive_max_pool1d: (values, indices), always."""
+    return Fn.adaptive_max_pool1d(input, output_size, True)
+
+
+@_top
 def max_pool1d(input, kernel_size, stride=(), padding=0, dilation=1,  # noqa: A002
                ceil_mode=False):
     return Fn.max_pool1d(input, kernel_size, _stride(stride), padding, dilation, ceil_mode)
