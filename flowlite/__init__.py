@@ -9,9 +9,10 @@ Layer: package — imports autograd, compat.accelerator, compat.amp, compat.back
 compat.cuda, compat.onnx, compat.profiler, compat.utils, data, debug, distributed,
 engine.buckets, engine.cache, engine.cuts, engine.device, engine.dtypes, engine.executor,
 engine.matmul_precision, engine.metrics, engine.reroll, engine.rollback, engine.tape,
-engine.xla_flags, extend, formats.serialization, frontend.checks, frontend.compile,
-frontend.control_flow, frontend.ops, frontend.printing, frontend.random, frontend.tensor,
-frontend.tensor_methods, frontend.views, nn, optim.
+engine.xla_flags, extend, fft, formats.serialization, frontend.checks, frontend.compile,
+frontend.control_flow, frontend.ops, frontend.printing, frontend.random, frontend.surface,
+frontend.tensor, frontend.tensor_extras, frontend.tensor_methods, frontend.views, linalg, nn,
+nn.torch_level, optim, special.
 """
 from __future__ import annotations
 
@@ -37,6 +38,11 @@ globals().update({_n: _e.fn for _n, _e in _ops.OPS.items() if _e.top})
 from .frontend.views import (reshape, flatten, ravel, unflatten, squeeze, unsqueeze, permute,
                              transpose, swapaxes, swapdims, movedim, moveaxis, t, narrow, select,
                              split, chunk, unbind, broadcast_to, diagonal, as_strided)
+from .frontend.views import (tensor_split, hsplit, vsplit, dsplit, adjoint, broadcast_tensors,
+                             atleast_1d, atleast_2d, atleast_3d)
+# PyTorch's remaining small names (torch.exp_, *_copy, gradient, isin, promote_types, ...)
+from .frontend import tensor_extras as _tensor_extras  # noqa: E402
+globals().update({_n: _f for _n, _f in _tensor_extras.TOP.items() if _n not in globals()})
 from .frontend.random import (manual_seed, seed, initial_seed, rand, randn, randint, randperm,
                               rand_like, randn_like, randint_like, get_rng_state, set_rng_state,
                               multinomial, normal, bernoulli, default_generator, Generator)
@@ -67,6 +73,7 @@ from .engine import metrics
 from .frontend import random
 from .formats import serialization
 from . import autograd
+from . import linalg, special, fft  # noqa: E402  (torch.linalg, torch.special, torch.fft)
 from .autograd import grad, inference_mode, is_inference_mode_enabled
 from . import debug
 from . import distributed
@@ -85,6 +92,11 @@ __version__ = "0.1.0"
 
 from . import extend  # noqa: E402,F401  (the extension API nn/optim/data build on)
 from . import nn, optim, data  # noqa: E402  (fl.nn, fl.optim, fl.data like torch.nn/optim)
+# torch.conv2d, torch.layer_norm, torch.dropout, ...: nn.functional's, with ATen's signatures
+from .nn import torch_level as _nn_torch_level  # noqa: E402
+globals().update({_n: _f for _n, _f in _nn_torch_level.TOP.items() if _n not in globals()})
+Tensor.hardshrink = nn.functional.hardshrink
+Tensor.prelu = nn.functional.prelu
 # PyTorch's other namespaces, so `import flowlite as torch` reaches torch.utils.data,
 # torch.cuda, torch.accelerator, torch.backends.cudnn (see flowlite.run for `import torch`)
 from .compat import utils, cuda, cpu, accelerator, backends, onnx, amp, profiler  # noqa: E402
@@ -93,6 +105,12 @@ autocast = amp.autocast      # torch.autocast is torch.amp.autocast
 is_autocast_enabled = amp.is_autocast_enabled
 get_autocast_dtype = amp.get_autocast_dtype
 is_autocast_available = amp.is_autocast_available
+
+# the PyTorch names flowlite does not implement raise NotImplementedError naming them
+# (flowlite/frontend/surface.py: one classified table)
+from .frontend import surface as _surface  # noqa: E402
+_surface.install("torch", globals())
+_surface.install_methods(Tensor)
 
 # Lazy tracing allocates a few small objects per op; Python's full (generation-2) garbage
 # collections would rescan the ~100k long-lived objects JAX creates at import on every

@@ -4,14 +4,16 @@ Layer: extension API — imports distributed, engine.cache, engine.device, engin
 engine.errors, engine.executor, engine.ir, engine.mesh, engine.metrics, engine.phases,
 engine.runtime, engine.tape, frontend.checks, frontend.compile, frontend.control_flow,
 frontend.ops, frontend.ops._autocast, frontend.primitives, frontend.random, frontend.recording,
-frontend.tensor. `flowlite.nn`, `flowlite.optim`, `flowlite.data` and user code that defines its
-own fused operations import this module (never `executor`, `lowering`, `ir` or the tape), so the
-core can change underneath them.
+frontend.surface, frontend.tensor. `flowlite.nn`, `flowlite.optim`, `flowlite.data` and user
+code that defines its own fused operations import this module (never `executor`, `lowering`,
+`ir` or the tape), so the core can change underneath them.
 
 What it offers:
 
 * the lazy tensor and the front end: `Tensor`, `Size`, `ops` (PyTorch-named functions),
   `random`, `dtypes`, `no_grad` / `enable_grad`, `scan`, creation from host data;
+* `surface`: the table of PyTorch names flowlite does not implement (`surface.install(group,
+  namespace)` adds their NotImplementedError stubs to a layer's namespace);
 * defining a fused primitive — its lowering to jax, its VJP written in flowlite ops (so it
   differentiates again) and, optionally, its shape/dtype — and recording it:
 
@@ -56,7 +58,7 @@ What it offers:
 from __future__ import annotations
 
 from .engine import dtypes, ir as _ir
-from .frontend import ops, primitives as prims, random
+from .frontend import ops, primitives as prims, random, surface
 from .frontend.ops import _autocast as autocast
 from .frontend.control_flow import scan
 from .engine.device import Device, device
@@ -77,7 +79,8 @@ from .frontend.checks import index_in_range as check_index, checks_enabled
 from .frontend.compile import register_guard
 from .distributed import Mesh, data_parallel, global_batch, shard_batch
 
-__all__ = ["Tensor", "Size", "ops", "prims", "random", "autocast", "dtypes", "scan", "no_grad",
+__all__ = ["Tensor", "Size", "ops", "prims", "random", "surface", "autocast", "dtypes", "scan",
+           "no_grad",
            "enable_grad", "is_grad_enabled", "set_grad_enabled", "from_numpy", "from_jax",
            "tensor", "Prim", "primitive", "record", "record_into", "rebind", "set_value",
            "share", "share_into", "host_scalar", "is_pending", "device_array", "sync",

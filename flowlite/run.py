@@ -78,6 +78,9 @@ TORCH_MODULES = {
     "torch.serialization": ".formats.serialization",
     "torch.profiler": ".compat.profiler",
     "torch.random": ".frontend.random",
+    "torch.linalg": ".linalg",
+    "torch.special": ".special",
+    "torch.fft": ".fft",
 }
 
 

@@ -16,6 +16,9 @@ _TORCH_DTYPE = {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch
                 np.dtype(np.int16): torch.int16}
 
 
+_NUMPY_DTYPE = {v: k for k, v in _TORCH_DTYPE.items()}
+
+
 def _flat(x):
     if isinstance(x, (tuple, list)):
         return [y for v in x for y in _flat(v)]
@@ -33,6 +36,8 @@ def to_torch(a, requires_grad=False):
 
 def to_numpy(t):
     t = t.detach()
+    if t._is_zerotensor():      # PyTorch's gradient of a piecewise-constant op (sgn, ...)
+        return np.zeros(tuple(t.shape), _NUMPY_DTYPE.get(t.dtype, np.float32))
     if t.dtype == torch.bfloat16:
         t = t.float()
     return t.numpy()

@@ -161,7 +161,7 @@ def test_examples_idioms_run_unchanged(tmp_path):
 
 ERRORS_SCRIPT = '''
 import torch, torch.nn as nn
-for stmt in ["import torch.fft", "from torch.nn import NoSuchLayer", "import torch._C",
+for stmt in ["import torch.sparse", "from torch.nn import NoSuchLayer", "import torch._C",
              "torch.no_such_function", "import torch.distributed.fsdp"]:
     try:
         exec(stmt)
@@ -175,6 +175,11 @@ torch.backends.cudnn.deterministic = True
 assert flowlite.backends.cudnn.deterministic is True     # writes reach flowlite
 import sys
 assert "torch" in sys.modules and not hasattr(sys.modules["torch"], "_C")
+import torch.fft                 # mapped: its transforms say they are not implemented
+try:
+    torch.fft.rfft(torch.ones(4))
+except NotImplementedError as e:
+    print("NotImplementedError |", e)
 print("ok")
 raise SystemExit(torch.tensor([3]).item())      # the script's exit status is the run's
 '''
@@ -186,12 +191,14 @@ def test_missing_torch_names_fail_clearly(tmp_path):
     lines = r.stdout.splitlines()
     assert "NO ERROR" not in r.stdout
     assert lines[0].startswith("ModuleNotFoundError | flowlite has no equivalent of the "
-                               "PyTorch module 'torch.fft'")
+                               "PyTorch module 'torch.sparse'")
     assert lines[1].startswith("ImportError | cannot import name 'NoSuchLayer' from 'torch.nn'")
     assert "'torch._C'" in lines[2]
     assert lines[3].startswith("AttributeError | flowlite has no equivalent of "
                                "torch.no_such_function")
     assert "'torch.distributed'" in lines[4]
+    assert lines[5].startswith("NotImplementedError | flowlite: torch.fft.rfft is not "
+                               "implemented")
     assert lines[-1] == "ok"
 
 

@@ -22,7 +22,16 @@ or, for the attribute groups, when `flowlite.Tensor` / `flowlite.nn.Module` /
 
 `--names FILE` adds names listed one per line (`torch.nn.Linear`, `Tensor.view`; `#`
 comments) — a fixed list to measure without the sources.  The report counts distinct
-names; each missing one is shown with where it is first used.
+names; each missing one is shown with where it is first used.  A name flowlite lists as not
+implemented (a stub raising NotImplementedError) counts as missing.
+
+    python tools/torch_coverage.py --surface [--json]
+
+classifies every public function of torch, torch.nn.functional, torch.linalg, torch.special,
+torch.fft and every method of torch.Tensor of the installed PyTorch: provided by flowlite, or
+listed in flowlite/frontend/surface.py as not implemented or out of scope (with its reason).
+It exits 1 on a name that is neither (or on a stale entry); tests/test_torch_coverage.py
+runs the same check.
 """
 from __future__ import annotations
 
@@ -143,17 +152,101 @@ def python_files(paths):
 
 
 def covered(name: str) -> bool:
+    """Whether flowlite provides the torch name (a NotImplementedError stub does not count)."""
     import flowlite as fl
     from flowlite import run
+    from flowlite.frontend.surface import is_stub
     head, _, attr = name.partition(".")
     if head in ("Tensor", "Module", "Optimizer"):
         cls = {"Tensor": fl.Tensor, "Module": fl.nn.Module, "Optimizer": fl.optim.Optimizer}
-        return hasattr(cls[head], attr)
+        return hasattr(cls[head], attr) and not is_stub(getattr(cls[head], attr))
     try:
-        run.resolve(name)
-        return True
+        return not is_stub(run.resolve(name))
     except (AttributeError, ImportError):
         return False
+
+
+# ---- the classified surface: every public PyTorch function, provided or listed -----------------
+def torch_surface_names() -> dict:
+    """{group: sorted public function names} from the installed PyTorch: the callables (not
+    classes, not modules, no leading underscore) of torch, torch.nn.functional, torch.linalg,
+    torch.special, torch.fft, and the callable attributes of torch.Tensor."""
+    import inspect
+    import types
+
+    import torch
+    import torch.nn.functional  # noqa: F401
+    from flowlite.frontend.surface import GROUPS
+
+    def public(obj):
+        out = []
+        for n in dir(obj):
+            if n.startswith("_"):
+                continue
+            v = getattr(obj, n, None)
+            if v is None or isinstance(v, types.ModuleType) or inspect.isclass(v):
+                continue
+            if callable(v):
+                out.append(n)
+        return sorted(out)
+    mods = {"torch": torch, "torch.nn.functional": torch.nn.functional,
+            "torch.linalg": torch.linalg, "torch.special": torch.special,
+            "torch.fft": torch.fft, "Tensor": torch.Tensor}
+    return {g: public(mods[g]) for g in GROUPS}
+
+
+def provided(group: str, name: str) -> bool:
+    return covered(f"Tensor.{name}" if group == "Tensor" else f"{group}.{name}")
+
+
+def surface_report(names=None) -> dict:
+    """Per group: how many names flowlite provides, the classified ones (not implemented /
+    out of scope, with category and reason), and the two kinds of error — names neither
+    provided nor classified, and classified names flowlite now provides (stale entries) or
+    PyTorch does not have."""
+    from flowlite.frontend import surface
+    names = torch_surface_names() if names is None else names
+    ni, oos = surface.not_implemented(), surface.out_of_scope()
+    rep = {}
+    for group, ns in names.items():
+        g = {"total": len(ns), "provided": 0, "not_implemented": {}, "out_of_scope": {},
+             "unclassified": [], "stale": [], "unknown": []}
+        present = set(ns)
+        for n in ns:
+            key = (group, n)
+            if provided(group, n):
+                g["provided"] += 1
+                if key in ni or key in oos:
+                    g["stale"].append(n)
+            elif key in ni:
+                g["not_implemented"][n] = ni[key]
+            elif key in oos:
+                g["out_of_scope"][n] = oos[key]
+            else:
+                g["unclassified"].append(n)
+        g["unknown"] = sorted(n for (gg, n) in list(ni) + list(oos)
+                              if gg == group and n not in present)
+        rep[group] = g
+    return rep
+
+
+def format_surface(rep) -> str:
+    lines = []
+    for group, g in rep.items():
+        lines.append(f"{group:<20} {g['total']:>4} public functions: {g['provided']} provided, "
+                     f"{len(g['not_implemented'])} not implemented, "
+                     f"{len(g['out_of_scope'])} out of scope, "
+                     f"{len(g['unclassified'])} unclassified")
+        by_reason = defaultdict(list)
+        for kind in ("not_implemented", "out_of_scope"):
+            for n, (cat, reason) in g[kind].items():
+                by_reason[(kind, cat, reason)].append(n)
+        for (kind, cat, reason), ns in sorted(by_reason.items()):
+            lines.append(f"  {kind.replace('_', ' ')} [{cat}] {reason}: {' '.join(ns)}")
+        for key in ("unclassified", "stale", "unknown"):
+            if g[key]:
+                lines.append(f"  {key.upper()}: {' '.join(g[key])}")
+    return "\n".join(lines)
 
 
 def collect(paths, names_file=None, attrs=None):
@@ -212,7 +305,14 @@ def main(argv=None) -> int:
     ap.add_argument("--names", help="a file of torch names, one per line")
     ap.add_argument("--json", action="store_true", help="print the report as JSON")
     ap.add_argument("--missing-only", action="store_true")
+    ap.add_argument("--surface", action="store_true",
+                    help="classify every public PyTorch function (needs torch installed)")
     args = ap.parse_args(argv)
+    if args.surface:
+        rep = surface_report()
+        print(json.dumps(rep, indent=1) if args.json else format_surface(rep))
+        return 1 if any(g["unclassified"] or g["stale"] or g["unknown"]
+                        for g in rep.values()) else 0
     if not args.paths and not args.names:
         ap.error("give files/directories to scan or --names FILE")
     rep = report(collect(args.paths, args.names))

@@ -50,6 +50,11 @@ class IntegerDivisionByZeroError(ZeroDivisionError, RuntimeError):
     """Integer division or modulo by zero (PyTorch raises RuntimeError("ZeroDivisionError"))."""
 
 
+class LinAlgError(RuntimeError):
+    """A linear-algebra routine failed on the values it was given (a singular matrix, one that
+    is not positive-definite) — PyTorch's torch.linalg.LinAlgError."""
+
+
 class Check:
     """What the error of one check says: which op, where it was recorded, the valid range."""
     __slots__ = ("op", "kind", "lo", "hi", "dim", "size", "index_shape", "shape", "site",
@@ -72,6 +77,8 @@ class Check:
 
     def error(self, value) -> Exception:
         at = f" (recorded at {self.site})"
+        if self.kind == "linalg":
+            return LinAlgError(self.detail.format(int(value)) + at)
         if self.kind == "div":
             return IntegerDivisionByZeroError(
                 f"ZeroDivisionError: {self.op}: integer division by zero (divisor of shape "
@@ -163,3 +170,13 @@ def nonzero_divisor(y, op, out):
     n = y._node
     check = Check(op, "div", index_shape=tuple(n.shape), detail=n.dtype.name, out=out)
     _register(nonzero_check, y, (_out_dtype(),), check)
+
+
+def linalg_info(info, op, message, out):
+    """Check (in the graph) that integer tensor `info` (a LAPACK-style status: 0 = success,
+    k > 0 = failed at step k) is all zeros; a failure raises LinAlgError(message.format(k))
+    at the sync. `out` is the op's result."""
+    if not _on["checks"] or 0 in info._node.shape:
+        return
+    check = Check(op, "linalg", 0, 1, shape=tuple(out._node.shape), detail=message, out=out)
+    _register(range_check, info, (0, 1, None, _out_dtype()), check)

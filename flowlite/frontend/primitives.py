@@ -1,10 +1,11 @@
 """The primitive table: every primitive by its table name (`flowlite.extend.prims`).
 
-Layer: frontend — imports ops._core, ops.creation, ops.elementwise, ops.indexing, ops.linalg,
-ops.nn_kernels, ops.reduction, ops.shape, ops.sorting. Each primitive is declared in its
-family's module of `flowlite.frontend.ops` (as `<name>_p`, beside the front end that records it,
-with its lowering, gradient rule, elementwise kind and bucketing rule); this module only gathers
-them under their table names, for the layers and users built on flowlite.extend.
+Layer: frontend — imports ops._core, ops.creation, ops.decomposition, ops.elementwise,
+ops.elementwise_math, ops.histogram, ops.indexing, ops.indexing_more, ops.linalg,
+ops.nn_kernels, ops.reduction, ops.shape, ops.sorting, ops.special. Each primitive is declared
+in its family's module of `flowlite.frontend.ops` (as `<name>_p`, beside the front end that
+records it, with its lowering, gradient rule, elementwise kind and bucketing rule); this module
+only gathers them under their table names, for the layers and users built on flowlite.extend.
 """
 # flake8: noqa: F401
 from .ops._core import (_FLOAT_BITS, _convert_lower, _convert_vjp, _expand_back, _st,
@@ -74,3 +75,24 @@ from .ops.sorting import (_argsort_lower, _distribute_vjp, _mode_lower, _searchs
                           _topk_lower, argsort_p as argsort, distribute_grad_p as distribute_grad,
                           mode_index_p as mode_index, searchsorted_p as searchsorted,
                           topk_indices_p as topk_indices)
+from .ops.elementwise_math import (frexp_exponent_p as frexp_exponent,
+                                   frexp_mantissa_p as frexp_mantissa, gcd_p as gcd,
+                                   lcm_p as lcm, log10_p as log10, logaddexp2_p as logaddexp2,
+                                   logaddexp_p as logaddexp, nextafter_p as nextafter,
+                                   signbit_p as signbit, underivable_p as underivable,
+                                   xlog1py_p as xlog1py, xlogy_p as xlogy)
+from .ops.special import (digamma_p as digamma, entr_p as entr, erfc_p as erfc,
+                          erfcx_p as erfcx, erfinv_p as erfinv, i0_p as i0, i0e_p as i0e,
+                          i1_p as i1, i1e_p as i1e, igamma_p as igamma, igammac_p as igammac,
+                          lgamma_p as lgamma, log_ndtr_p as log_ndtr, ndtr_p as ndtr,
+                          ndtri_p as ndtri, polygamma_p as polygamma, zeta_p as zeta)
+from .ops.histogram import exact_div_p as exact_div
+from .ops.indexing_more import scatter_reduce_p as scatter_reduce
+from .ops.decomposition import (cholesky_info_p as cholesky_info, cholesky_p as cholesky,
+                                det_p as det, eigh_vals_p as eigh_values,
+                                eigh_vecs_p as eigh_vectors, inv_p as inv,
+                                logabsdet_p as logabsdet, lu_info_p as lu_info,
+                                matrix_exp_p as matrix_exp, qr_q_p as qr_q, qr_r_p as qr_r,
+                                slogdet_sign_p as slogdet_sign, solve_p as solve,
+                                svd_s_p as svd_s, svd_u_p as svd_u, svd_vh_p as svd_vh,
+                                tri_solve_p as solve_triangular)

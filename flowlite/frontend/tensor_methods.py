@@ -63,6 +63,7 @@ _VIEWS = [
     "permute", "transpose", "swapaxes", "swapdims", "t", "movedim", "moveaxis", "expand",
     "expand_as", "broadcast_to", "narrow", "select", "split", "chunk", "unbind", "diagonal", "unfold",
     "as_strided", "contiguous", "is_contiguous", "stride", "storage_offset", "detach",
+    "tensor_split", "hsplit", "vsplit", "dsplit", "adjoint",
 ]
 for _name in _VIEWS:
     setattr(Tensor, _name, getattr(V, _name))
@@ -381,3 +382,7 @@ Tensor.allclose = allclose
 Tensor.equal = equal
 Tensor.diag = diag
 Tensor.type = _type
+
+# a real tensor's complex parts, as properties (PyTorch's `x.real`, `x.imag`)
+Tensor.real = property(F.real)
+Tensor.imag = property(F.imag)

@@ -719,3 +719,114 @@ def set_data(t, other):
     t._node = other._node
     if t.is_pending:
         rt.local.pending.append(_ref(t))
+
+
+# ---- more of PyTorch's view-returning ops, composed of the views above ------------------------
+def tensor_split(x, indices_or_sections, dim=0):
+    """PyTorch's tensor_split: `sections` near-equal pieces (the first n % sections one
+    longer) or pieces cut at the given indices along dim; the pieces are views of x."""
+    d = _norm_dim(dim, x.ndim, "tensor_split")
+    n = x._node.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        if indices_or_sections.ndim > 1 or indices_or_sections.dtype.kind not in "iu":
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to be a "
+                               "zero-dimensional or one-dimensional tensor of integers")
+        indices_or_sections = (indices_or_sections.item() if indices_or_sections.ndim == 0
+                               else indices_or_sections.tolist())
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        if k <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {k}")
+        q, r = divmod(n, k)
+        bounds, start = [], 0
+        for i in range(k):
+            start += q + (1 if i < r else 0)
+            bounds.append(start)
+        bounds = bounds[:-1]
+    else:
+        bounds = [int(i) for i in indices_or_sections]
+    out, start = [], 0
+    for b in bounds + [n]:
+        b = b + n if b < 0 else b
+        lo, hi = min(max(start, 0), n), min(max(b, 0), n)
+        out.append(_multi(narrow(x, d, lo, max(hi - lo, 0))))
+        start = b
+    return tuple(out)
+
+
+def _split_dim(x, sections, dim, op, need):
+    if x.ndim < need:
+        raise RuntimeError(f"torch.{op} requires a tensor with at least {need} dimension, but "
+                           f"got a tensor with {x.ndim} dimensions!")
+    if isinstance(sections, int) and x._node.shape[dim] % sections:
+        raise RuntimeError(f"torch.{op} attempted to split along dimension {dim}, but the size "
+                           f"of the dimension {x._node.shape[dim]} is not divisible by the "
+                           f"split_size {sections}!")
+    return tensor_split(x, sections, dim)
+
+
+def hsplit(x, indices_or_sections):
+    """tensor_split along dim 1 (dim 0 for a 1-D tensor); sections must divide it."""
+    return _split_dim(x, indices_or_sections, 1 if x.ndim > 1 else 0, "hsplit", 1)
+
+
+def vsplit(x, indices_or_sections):
+    """tensor_split along dim 0 of a tensor of at least 2 dims; sections must divide it."""
+    return _split_dim(x, indices_or_sections, 0, "vsplit", 2)
+
+
+def dsplit(x, indices_or_sections):
+    """tensor_split along dim 2 of a tensor of at least 3 dims; sections must divide it."""
+    return _split_dim(x, indices_or_sections, 2, "dsplit", 3)
+
+
+def adjoint(x):
+    """The conjugate transpose of the last two dims: for a real tensor, x.transpose(-2, -1)
+    (a view)."""
+    if x.ndim < 2:
+        raise RuntimeError("tensor.adjoint() is only supported on matrices or batches of "
+                           f"matrices. Got {x.ndim}-D tensor.")
+    return transpose(x, -2, -1)
+
+
+def broadcast_tensors(*tensors):
+    """The tensors expanded to their common shape (views, as PyTorch's)."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = F.broadcast_shapes(*[t._node.shape for t in tensors], op="broadcast_tensors")
+    return tuple(broadcast_to(t, shape) for t in tensors)
+
+
+def _atleast(n, tensors):
+    one = len(tensors) == 1
+    if one and isinstance(tensors[0], (list, tuple)):
+        tensors, one = tuple(tensors[0]), False
+    out = []
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            t = F.as_tensor(t)
+        nd = t.ndim
+        if nd >= n:
+            out.append(t)
+        elif n == 3 and nd == 2:
+            out.append(unsqueeze(t, -1))
+        elif n == 3 and nd == 1:
+            out.append(reshape(t, (1, t._node.shape[0], 1)))
+        else:                                       # 0-d, or 1-d made 2-d
+            out.append(reshape(t, (1,) * (n - nd) + t._node.shape))
+    return out[0] if one else tuple(out)
+
+
+def atleast_1d(*tensors):
+    """Each tensor with at least one dim (0-d -> shape (1,)); one tensor in, one out."""
+    return _atleast(1, tensors)
+
+
+def atleast_2d(*tensors):
+    """Each tensor with at least two dims (0-d -> (1, 1), (n,) -> (1, n))."""
+    return _atleast(2, tensors)
+
+
+def atleast_3d(*tensors):
+    """Each tensor with at least three dims ((n,) -> (1, n, 1), (m, n) -> (m, n, 1))."""
+    return _atleast(3, tensors)

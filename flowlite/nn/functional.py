@@ -366,11 +366,10 @@ def _pool_setup(x, kernel_size, stride, padding, dilation, ceil_mode, nd, op):
 
 
 def _max_pool(x, kernel_size, stride, padding, dilation, ceil_mode, return_indices, nd, op):
-    if return_indices:
-        raise NotImplementedError(f"{op}: return_indices=True is not supported by flowlite "
-                                  f"(no max-unpooling); use return_indices=False")
     k, s, d, lead, outs, pads = _pool_setup(x, kernel_size, stride, padding, dilation,
                                             ceil_mode, nd, op)
+    if return_indices:      # (values, flat spatial indices): functional_more's
+        return _more.max_pool_with_indices(x, k, s, d, lead, outs, pads)
     if builtins.all(v == 1 for v in d):
         attrs = ("max", (1,) * lead + k, (1,) * lead + s, ((0, 0),) * lead + tuple(pads))
         return X.reduce_window(x, attrs)
@@ -539,9 +538,9 @@ def adaptive_avg_pool2d(input, output_size):
 
 
 def _adaptive_max(x, output_size, return_indices, nd, op):
-    if return_indices:
-        raise NotImplementedError(f"{op}: return_indices=True is not supported by flowlite")
     lead, spatial, out = _adaptive_sizes(x, output_size, nd, op)
+    if return_indices:      # (values, flat spatial indices): functional_more's
+        return _more.adaptive_max_pool_with_indices(x, lead, spatial, out)
     if builtins.all(n % o == 0 for n, o in zip(spatial, out)):
         k = tuple(n // o for n, o in zip(spatial, out))
         return X.reduce_window(x, ("max", (1,) * lead + k, (1,) * lead + k, ((0, 0),) * x.ndim))
@@ -1736,3 +1735,174 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
         s = F.sum(loss)
         return s / input.shape[0] if input.ndim > 0 else s
     return _reduce(loss, red, "kl_div")
+
+
+# ---- more of PyTorch's names: in-place variants, 3-d and Lp pooling, LRN, aliases -------------
+def relu_(input):
+    return relu(input, inplace=True)
+
+
+def elu_(input, alpha=1.0):
+    return elu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, inplace=True)
+
+
+def selu_(input):
+    return selu(input, inplace=True)
+
+
+def threshold(input, threshold, value, inplace=False):
+    """value where input <= threshold, else input."""
+    return _maybe_inplace(input, F.where(input <= threshold, value, input), inplace,
+                          "threshold_")
+
+
+def threshold_(input, threshold, value):
+    return _maybe_inplace(input, F.where(input <= threshold, value, input), True, "threshold_")
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Leaky ReLU with slope (lower + upper) / 2 in eval mode; in training a slope drawn
+    uniformly from [lower, upper] per element (from flowlite's generator, as dropout's masks)."""
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    a = R.rand(input.shape, dtype=_rand_dtype(input), device=input.device) * (upper - lower) \
+        + lower
+    return _maybe_inplace(input, F.where(input >= 0, input, input * a), inplace, "rrelu_")
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    return _channel_dropout(input, p, training, inplace, 5, "dropout3d")
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """alpha_dropout with one mask per channel (PyTorch's feature noise: shape (N, C, 1, ...))."""
+    _check_p(p, "feature_alpha_dropout")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return _maybe_inplace(input, input * 0.0, inplace, "feature_alpha_dropout_")
+    shp = tuple(input.shape)
+    mshape = shp[:2] + (1,) * (len(shp) - 2)
+    alpha = 1.7580993408473766
+    a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
+    keep = (R.rand(mshape, dtype=_rand_dtype(input), device=input.device) >= p).to(input.dtype)
+    b = (keep - 1) * (alpha * a) + alpha * a * p
+    return _maybe_inplace(input, input * (keep * a) + b, inplace, "feature_alpha_dropout_")
+
+
+def adaptive_avg_pool3d(input, output_size):
+    return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    return _adaptive_max(input, output_size, return_indices, 3, "adaptive_max_pool3d")
+
+
+def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, nd, pool):
+    k = _ntuple(kernel_size, nd, "kernel_size")
+    out = pool(F.pow(input, norm_type), kernel_size, stride, 0, ceil_mode)
+    return F.pow((F.sign(out) * F.relu(F.abs(out))) * math.prod(k), 1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """(sum over each window of x ** p) ** (1/p)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1, avg_pool1d)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2, avg_pool2d)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3, avg_pool3d)
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """x / (k + alpha * mean of x**2 over `size` neighbouring channels) ** beta (PyTorch's
+    composition of pad and average pooling)."""
+    dim = input.ndim
+    if dim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {dim} dimensions)")
+    if input.numel() == 0:
+        return input
+    div = input * input
+    if dim == 3:
+        div = F.unsqueeze(div, 1)
+        div = pad(div, (0, 0, size // 2, (size - 1) // 2))
+        div = F.squeeze(avg_pool2d(div, (size, 1), stride=1), 1)
+    else:
+        sizes = tuple(input.shape)
+        div = F.reshape(div, (sizes[0], 1, sizes[1], sizes[2], -1))
+        div = pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = F.reshape(F.squeeze(avg_pool3d(div, (size, 1, 1), stride=1), 1), sizes)
+    div = F.pow(div * alpha + k, beta)
+    return input / div
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=True):
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=True):
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=True):
+    return adaptive_max_pool3d(input, output_size, True)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """interpolate(mode='nearest') (PyTorch's deprecated name)."""
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """interpolate(mode='bilinear', align_corners=True) (PyTorch's deprecated name)."""
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+from .functional_more import *  # noqa: E402,F401,F403
+from . import functional_more as _more  # noqa: E402
+
+__all__ += ["relu_", "elu_", "leaky_relu_", "hardtanh_", "celu_", "selu_", "threshold",
+            "threshold_", "rrelu", "rrelu_", "dropout3d", "feature_alpha_dropout",
+            "adaptive_avg_pool3d", "adaptive_max_pool3d", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+            "local_response_norm", "upsample_nearest", "upsample_bilinear",
+            "max_pool1d_with_indices", "max_pool2d_with_indices", "max_pool3d_with_indices",
+            "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+            "adaptive_max_pool3d_with_indices",
+            *_more.__all__]
+
+# the names this module does not implement raise NotImplementedError naming them
+X.surface.install("torch.nn.functional", globals())

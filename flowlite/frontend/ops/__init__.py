@@ -1,16 +1,18 @@
 """The op front end: every PyTorch-named tensor operation and the primitives it records.
 
-Layer: frontend — imports ops._core, ops._registry, ops.creation, ops.elementwise, ops.indexing,
-ops.linalg, ops.nn_kernels, ops.rearrange, ops.reduction, ops.shape, ops.sorting. An op has one
-home, the module of its family: its primitive (`<name>_p`: lowering, gradient rule written in
-the ops of that module and those before it, elementwise kind, bucketing rule) and its front end,
-declared once with `@torch_op` (flowlite/frontend/ops/_registry.py): this namespace,
-`flowlite.<name>` and `Tensor`'s methods and in-place variants are generated from those
-declarations. `flowlite.primitives` gathers the primitives under their table names. Hot paths
-(elementwise binary ops, reductions, reshapes) compute their shape/dtype rule with small caches,
-so recording an op costs a few dict lookups and one node; rarer ops let `tensor.infer` derive
-the rule from the lowering once per signature. User errors are raised here, naming the op and
-the shapes involved.
+Layer: frontend — imports ops._core, ops._registry, ops.creation, ops.creation_more,
+ops.decomposition, ops.elementwise, ops.elementwise_math, ops.histogram, ops.indexing,
+ops.indexing_more, ops.joining, ops.linalg, ops.nn_kernels, ops.products, ops.quantile,
+ops.rearrange, ops.reduction, ops.shape, ops.sorting, ops.special. An op has one home, the
+module of its family: its primitive (`<name>_p`: lowering, gradient rule written in the ops of
+that module and those before it, elementwise kind, bucketing rule) and its front end, declared
+once with `@torch_op` (flowlite/frontend/ops/_registry.py): this namespace, `flowlite.<name>`
+and `Tensor`'s methods and in-place variants are generated from those declarations.
+`flowlite.primitives` gathers the primitives under their table names. Hot paths (elementwise
+binary ops, reductions, reshapes) compute their shape/dtype rule with small caches, so recording
+an op costs a few dict lookups and one node; rarer ops let `tensor.infer` derive the rule from
+the lowering once per signature. User errors are raised here, naming the op and the shapes
+involved.
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ from .linalg import _explicit_einsum, _einsum_cache  # noqa: F401
 from .nn_kernels import (_conv_raw, _conv_input_grad, _conv_weight_grad, _window_raw,
                          _sum_window_transpose, _max_window_grad, _max_window_select)
 from . import sorting, rearrange  # noqa: F401,E402
+from . import elementwise_math, special, histogram, joining, products  # noqa: F401,E402
+from . import indexing_more, quantile, creation_more, decomposition  # noqa: F401,E402
 
 # every declared op (@torch_op in the family modules): flowlite.frontend.ops.<name>
 globals().update({name: entry.fn for name, entry in OPS.items()})

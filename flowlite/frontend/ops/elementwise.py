@@ -43,7 +43,14 @@ def _zero_vjp(a, i, o, g):
     return (z,) + (None,) * (len(i) - 1)
 
 
-sign_p = pointwise("sign", lambda a, x: jnp.sign(x), _zero_vjp)
+def _sign_lower(a, x):
+    # PyTorch's (0 < x) - (x < 0): 0 for NaN and for -0.0, where jnp.sign gives NaN and -0.0
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+    return jnp.sign(x)
+
+
+sign_p = pointwise("sign", _sign_lower, _zero_vjp)
 
 
 exp_p = pointwise("exp", lambda a, x: jnp.exp(x), lambda a, i, o, g: (g * o,))

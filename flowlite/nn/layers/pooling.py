@@ -17,9 +17,6 @@ class _MaxPoolNd(Module):
         self.dilation = dilation
         self.return_indices = return_indices
         self.ceil_mode = ceil_mode
-        if return_indices:
-            raise NotImplementedError(f"{type(self).__name__}: return_indices=True is not "
-                                      f"supported by flowlite")
 
     def extra_repr(self) -> str:
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, " \
@@ -27,7 +24,7 @@ class _MaxPoolNd(Module):
 
     def forward(self, input):
         return type(self)._fn(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                              self.ceil_mode)
+                              self.ceil_mode, self.return_indices)
 
 
 class MaxPool1d(_MaxPoolNd):
