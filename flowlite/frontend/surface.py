@@ -45,8 +45,6 @@ NOT_IMPLEMENTED = [
     ("torch", "neural network", "embedding_bag embedding_renorm_",
      "EmbeddingBag and max_norm renormalisation of embeddings"),
     ("torch", "neural network", "conv_tbc", "time-batch-channel convolution"),
-    ("torch", "utilities", "set_printoptions",
-     "print options (flowlite prints with PyTorch's default options)"),
     ("torch", "utilities", "set_default_tensor_type",
      "legacy default tensor types (use torch.set_default_dtype)"),
     ("torch", "utilities", "set_flush_denormal", "flushing denormals (XLA decides)"),
