@@ -1,0 +1,175 @@
+"""Element reads and in-place writes of small host tensors, at eager speed.
+
+Layer: frontend — imports engine.errors, engine.host_data, engine.layout, engine.runtime,
+recording, tensor, views. A bigram count matrix built the way teaching scripts build it —
+`N = torch.zeros((27, 27), dtype=torch.int32)`, then `N[stoi[a], stoi[b]] += 1` for every pair
+of a word list (228k writes) — or a counter, a lookup table, `p[k]` and `x[i].item()` in a
+Python loop: each is an element read or an in-place update of a small tensor that needs no
+gradient, by a host number.  Recorded, every one was a few graph nodes (228k writes: one graph
+of 2.7M nodes, minutes of compiling).  Here, as PyTorch does, they are done now, on the host:
+
+- `x[i, j]` (Python ints only) of host data (engine.host_data) is a numpy view of it — a view
+  in flowlite's sense too (views.py), so a later write through it reaches x, and a write to x
+  reaches it;
+- an in-place op (`+=`, `add_`, ...) on host data, or on a view of it, whose operands are
+  Python numbers or host data is computed with numpy (host_data.elementwise, int_op: PyTorch's
+  promotion, integer wrap-around), and written into the root on the host (views.write_view);
+  a small root still pending from a constant (`torch.zeros(...)`) becomes host data first;
+- `x[i, j] = v`, v the very view `x[i, j] += 1` just wrote through, is the copy of a value onto
+  itself: nothing to do but PyTorch's version bump.
+
+Anything else takes the recorded path: a tensor that requires grad, an operand pending or on
+a device, an op numpy can't do exactly.  Host data that a program reads later enters it as
+one argument, as all host data does.
+"""
+from __future__ import annotations
+
+from ..engine.errors import IndexRangeError
+import numpy as np
+
+from ..engine.host_data import HostNode, host_node, int_op, read_layout
+from ..engine import layout as L
+from ..engine.runtime import rt
+from . import views as V
+from .recording import _to_host, setitem as _setitem
+from .tensor import Tensor
+
+_local = rt.local
+_View = V._View
+_NUMBERS = (int, float, bool)
+
+
+def _int_index(idx):
+    """idx as a tuple of Python ints, or None."""
+    if idx.__class__ is int:
+        return (idx,)
+    if idx.__class__ is tuple and idx:
+        for i in idx:
+            if i.__class__ is not int:
+                return None
+        return idx
+    return None
+
+
+_strides: dict = {}      # shape -> its contiguous strides
+
+
+def _element_layout(x, shape, idx):
+    """(offset, strides) of x[idx] (idx: Python ints) in x's root, checking each index's
+    range as PyTorch does."""
+    a = x._alias
+    if a.__class__ is _View:
+        off, st = V._layout(a)
+    else:
+        off = 0
+        st = _strides.get(shape)
+        if st is None:
+            st = _strides[shape] = L.contiguous_strides(shape)
+    for d, i in enumerate(idx):
+        size = shape[d]
+        if not -size <= i < size:
+            raise IndexRangeError(f"index {i} is out of bounds for dimension {d} with size "
+                                  f"{size}")
+        off += (i + size if i < 0 else i) * st[d]
+    return off, st[len(idx):]
+
+
+def getitem(x, idx):
+    """`x[idx]`: for host data x outside autograd and an index of Python ints, a numpy view
+    of x's value (no graph node); else views.getitem."""
+    n = x._node
+    if n.__class__ is HostNode and x._edge is None:
+        ints = _int_index(idx)
+        if ints is not None and len(ints) <= len(n.shape) and not rt.observers and \
+                not _local.tracing_body:
+            lay = _element_layout(x, n.shape, ints)
+            out = Tensor(host_node(n.host[ints + (Ellipsis,)], n.dtype, n.device, False))
+            V._mark(out, x, "strided", lay)
+            out._alias.lay = lay
+            return out
+    return V.getitem(x, idx)
+
+
+def setitem(x, idx, value):
+    """`x[idx] = value`; a value that is the view x[idx] of host data itself (`N[i, j] += 1`
+    ends with this) is already in place."""
+    if value.__class__ is Tensor and value._edge is None and x._edge is None and \
+            value._node.__class__ is HostNode:
+        va = value._alias
+        xa = x._alias
+        if va.__class__ is _View and va.root is (xa.root if xa.__class__ is _View else x):
+            ints = _int_index(idx)
+            if ints is not None and len(ints) <= len(x._node.shape) and \
+                    va.shape == x._node.shape[len(ints):] and \
+                    V._layout(va) == _element_layout(x, x._node.shape, ints):
+                va.root._alias.version += 1      # (PyTorch's copy_ bumps it)
+                return
+    _setitem(x, idx, value)
+
+
+def _host_operand(v) -> bool:
+    if v.__class__ in _NUMBERS:
+        return True
+    return isinstance(v, Tensor) and v._edge is None and v._node.__class__ is HostNode
+
+
+def on_host(t, args, kwargs) -> bool:
+    """Whether in-place op on t with these operands computes on the host: t outside autograd,
+    its value host data (made so, when t's root is a small constant still pending), every
+    operand a Python number or host data."""
+    if t._edge is not None or rt.observers or _local.tracing_body:
+        return False
+    for v in args:
+        if not _host_operand(v):
+            return False
+    if kwargs:
+        for v in kwargs.values():
+            if not _host_operand(v):
+                return False
+    if t._node.__class__ is HostNode:
+        return True
+    a = t._alias
+    root = a.root if a.__class__ is _View else t
+    if root._edge is not None:
+        return False
+    rn = root._node
+    if rn.__class__ is not HostNode:
+        _to_host(root)       # `N = torch.zeros(...)`: a constant, now host data
+        rn = root._node
+        if rn.__class__ is not HostNode:
+            return False
+    if root is not t:        # a view recorded before its root was host data
+        off, st = V._layout(a)
+        t._node = host_node(read_layout(rn.host, a.shape, off, st), rn.dtype, rn.device, False)
+    return True
+
+
+_UPDATE = {"__iadd__": "add", "add_": "add", "__isub__": "sub", "sub_": "sub",
+           "__imul__": "mul", "mul_": "mul"}
+
+
+def update_element(name, t, y):
+    """`t += y` (`-=`, `*=`, `add_`...) for t a 0-d integer element of host data and y a
+    Python int that fits its dtype (`N[i, j] += 1`): the element's root written on the host
+    now, exactly (wrapping on overflow as PyTorch does); -> t, or None (the general path)."""
+    op = _UPDATE.get(name)
+    if op is None or t._edge is not None:
+        return None
+    r = int_op(op, t._node, y)          # (None for other dtypes, observers, a scan body)
+    if r is None:
+        return None
+    a = t._alias
+    if a.__class__ is not _View:
+        return t._rebind(Tensor(r), name)
+    root = a.root
+    rn = root._node
+    if root._edge is not None or rn.__class__ is not HostNode or \
+            rn.host.size > V._HOST_WRITE_MAX:
+        return None
+    arr = np.array(rn.host, order="C", copy=True)
+    arr.reshape(-1)[V._layout(a)[0]] = r.host
+    V._note_undo(root, None, True)
+    nn = root._node = host_node(arr, rn.dtype, rn.device)
+    nn.written = True
+    V.refresh(root)
+    return t
