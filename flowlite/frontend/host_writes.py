@@ -11,8 +11,8 @@ of 2.7M nodes, minutes of compiling).  Here, as PyTorch does, they are done now,
 - `x[i, j]` (Python ints only) of host data (engine.host_data) is a numpy view of it — a view
   in flowlite's sense too (views.py), so a later write through it reaches x, and a write to x
   reaches it;
-- an in-place op (`+=`, `add_`, ...) on host data, or on a view of it, whose operands are
-  Python numbers or host data is computed with numpy (host_data.elementwise, int_op: PyTorch's
+- an in-place op (`+=`, `add_`, ...) on an element or a view of host data, whose operands
+  are Python numbers or host data, is computed with numpy (host_data.elementwise, int_op: PyTorch's
   promotion, integer wrap-around), and written into the root on the host (views.write_view);
   a small root still pending from a constant (`torch.zeros(...)`) becomes host data first;
 - `x[i, j] = v`, v the very view `x[i, j] += 1` just wrote through, is the copy of a value onto
@@ -114,10 +114,13 @@ def _host_operand(v) -> bool:
 
 
 def on_host(t, args, kwargs) -> bool:
-    """Whether in-place op on t with these operands computes on the host: t outside autograd,
-    its value host data (made so, when t's root is a small constant still pending), every
-    operand a Python number or host data."""
-    if t._edge is not None or rt.observers or _local.tracing_body:
+    """Whether in-place op on t with these operands computes on the host: t an element or a
+    view of host data outside autograd (its root made host data when it is a small constant
+    still pending), every operand a Python number or host data.  (A whole tensor updated in
+    place — `p.mul_(2)` — stays a recorded op: a program updates its buffer in place.)"""
+    a = t._alias
+    if t._edge is not None or rt.observers or _local.tracing_body or (
+            a.__class__ is not _View and t._node.shape):
         return False
     for v in args:
         if not _host_operand(v):
@@ -128,7 +131,6 @@ def on_host(t, args, kwargs) -> bool:
                 return False
     if t._node.__class__ is HostNode:
         return True
-    a = t._alias
     root = a.root if a.__class__ is _View else t
     if root._edge is not None:
         return False
