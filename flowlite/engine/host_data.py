@@ -322,12 +322,12 @@ def elementwise(name, x, y, dtype, shape):
 
 # ---- strided layouts of a root's elements (flowlite.views) --------------------------------
 def read_layout(arr, shape, off, strides):
-    """The elements of `arr` (in its row-major order) at layout (off, strides): a view."""
+    """The elements of `arr` (in its row-major order) at layout (off, strides): a view (an
+    element: its value)."""
     flat = np.ascontiguousarray(arr).reshape(-1)
-    if not shape:               # an element (`N[i, j]`): as_strided costs ten times more
-        v = flat[off:off + 1].reshape(())
-        if v.flags.writeable:
-            v.setflags(write=False)
+    if not shape:               # an element (`N[i, j]`): its value, no view (as_strided
+        v = np.array(flat[off])  # costs ten times more; a view would keep the root's array
+        v.setflags(write=False)  # from being written in place)
         return v
     it = flat.itemsize
     return _as_strided(flat[off:], tuple(shape), tuple(s * it for s in strides),

@@ -25,9 +25,12 @@ one argument, as all host data does.
 from __future__ import annotations
 
 from ..engine.errors import IndexRangeError
+import sys
+
 import numpy as np
 
-from ..engine.host_data import HostNode, host_node, int_op, read_layout
+from ..engine.host_data import HostNode, host_node, int_op, on_host as _on_host_device, \
+    read_layout, uploaded
 from ..engine import layout as L
 from ..engine.runtime import rt
 from . import views as V
@@ -83,7 +86,14 @@ def getitem(x, idx):
         if ints is not None and len(ints) <= len(n.shape) and not rt.observers and \
                 not _local.tracing_body:
             lay = _element_layout(x, n.shape, ints)
-            out = Tensor(host_node(n.host[ints + (Ellipsis,)], n.dtype, n.device, False))
+            if len(ints) == len(n.shape):    # an element: its value (a view of x's array
+                # would stop x being written in place, update_element)
+                v = np.asarray(n.host[ints])
+                fresh = True
+            else:
+                v = n.host[ints + (Ellipsis,)]
+                fresh = False
+            out = Tensor(host_node(v, n.dtype, n.device, fresh))
             V._mark(out, x, "strided", lay)
             out._alias.lay = lay
             return out
@@ -105,6 +115,25 @@ def setitem(x, idx, value):
                 va.root._alias.version += 1      # (PyTorch's copy_ bumps it)
                 return
     _setitem(x, idx, value)
+
+
+# a pending constant root (`torch.zeros((n, n))`) becomes host data for element writes when
+# it has at most this many elements (update_element writes it in place)
+_ROOT_MAX = 1 << 22
+
+
+def _to_host_root(root):
+    """root's pending value as host data when it is a constant (any size up to _ROOT_MAX) or a
+    few exact steps from data (recording._to_host)."""
+    n = root._node
+    d = n.device
+    if n.op.name == "full" and not n.inputs and d is not None and _on_host_device(d) and \
+            root._edge is None and not rt.observers and not _local.tracing_body and \
+            L.numel(n.shape) <= _ROOT_MAX:
+        shape, value, dtype = n.attrs[:3]
+        root._node = host_node(np.full(shape, value, dtype=dtype.np), n.dtype, d)
+        return
+    _to_host(root)
 
 
 def _host_operand(v) -> bool:
@@ -136,7 +165,7 @@ def on_host(t, args, kwargs) -> bool:
         return False
     rn = root._node
     if rn.__class__ is not HostNode:
-        _to_host(root)       # `N = torch.zeros(...)`: a constant, now host data
+        _to_host_root(root)      # `N = torch.zeros(...)`: a constant, now host data
         rn = root._node
         if rn.__class__ is not HostNode:
             return False
@@ -146,6 +175,10 @@ def on_host(t, args, kwargs) -> bool:
     return True
 
 
+# a root written into a copy (the first write after a sync, or while something else holds
+# its value) may have this many elements; one written in place, any number
+_COPY_MAX = 1 << 22
+_getrefcount = sys.getrefcount
 _UPDATE = {"__iadd__": "add", "add_": "add", "__isub__": "sub", "sub_": "sub",
            "__imul__": "mul", "mul_": "mul"}
 
@@ -164,14 +197,27 @@ def update_element(name, t, y):
     if a.__class__ is not _View:
         return t._rebind(Tensor(r), name)
     root = a.root
-    rn = root._node
-    if root._edge is not None or rn.__class__ is not HostNode or \
-            rn.host.size > V._HOST_WRITE_MAX:
+    if root._edge is not None or root._node.__class__ is not HostNode:
         return None
-    arr = np.array(rn.host, order="C", copy=True)
-    arr.reshape(-1)[V._layout(a)[0]] = r.host
-    V._note_undo(root, None, True)
-    nn = root._node = host_node(arr, rn.dtype, rn.device)
-    nn.written = True
+    off = V._layout(a)[0]
+    V._note_undo(root, None, True)      # (the first write since the last sync holds the old)
+    rn = root._node
+    arr = rn.host
+    # written in place when nothing but the root holds its node or its array (no pending
+    # graph reads it, no undo record, no numpy view, no program call still copying it in);
+    # else into a copy, as every write into host data is
+    if _getrefcount(rn) == 3 and _getrefcount(arr) == 3 and arr.base is None and \
+            arr.flags.c_contiguous and not uploaded(rn):
+        arr.setflags(write=True)
+        arr.reshape(-1)[off] = r.host
+        arr.setflags(write=False)
+        rn.written = True
+    elif arr.size <= _COPY_MAX:
+        arr = np.array(arr, order="C", copy=True)
+        arr.reshape(-1)[off] = r.host
+        nn = root._node = host_node(arr, rn.dtype, rn.device)
+        nn.written = True
+    else:
+        return None
     V.refresh(root)
     return t

@@ -216,18 +216,18 @@ _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
 
 def _inplace(name, fn):
     def method(self, *a, **k):
-        if self._edge is None and self._node.__class__ is _HostNode and a and \
-                a[0].__class__ is int and len(a) == 1 and not k and not self._node.shape:
-            r = HW.update_element(name, self, a[0])    # `N[i, j] += 1`: done now
-            if r is not None:
-                return r
-        if self._edge is None and _host_inplace(self, a, k):
+        new = None
+        if self._edge is None and _host_inplace(self, a, k):   # elements of host data: now
+            if len(a) == 1 and a[0].__class__ is int and not k and not self._node.shape:
+                r = HW.update_element(name, self, a[0])       # `N[i, j] += 1`
+                if r is not None:
+                    return r
             _local.loading += 1     # host data's elementwise work done with numpy (host_writes)
             try:
                 new = fn(self, *a, **k)
             finally:
                 _local.loading -= 1
-        else:
+        if new is None:
             new = fn(self, *a, **k)
         # like PyTorch: an in-place result may narrow within its category, never cross down
         # (a float result into an integer tensor, an integer one into a bool tensor)
