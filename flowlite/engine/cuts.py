@@ -184,7 +184,7 @@ def _settle_host_views(roots):
 _LOOP = {"piece": 4096,        # the nodes a piece aims at
          "max_period": 2048,   # the longest loop body looked for (nodes per iteration)
          "window": 8192,       # recorded entries read back to find the period
-         "fallback": 1 << 16}  # pending nodes without a period before a cut anyway
+         "fallback": 1 << 15}  # pending nodes without a period before a cut anyway
 # iterations per piece: more than a re-rolled program is ever unrolled for (reroll.py), so a
 # piece's program stays a loop (no second, unrolled compile in the background)
 _MIN_REPS = reroll.UPGRADE_MAX_REPS + 1
@@ -203,45 +203,55 @@ def _nin(sig) -> int:
     return k
 
 
-def _entries(st, count, far):
-    """The structure of the last `count` nodes recorded in stream `st`, oldest first: per node
-    its signature and, per input, how many nodes back it was recorded (-1: a leaf, a host
-    scalar, a node of an earlier piece; -2: further back than `far`) — the same tuple for the
-    same op of every iteration of a loop; or None when an entry records several nodes."""
+_MAX_INPUTS = 16      # (an entry with more inputs — a cat of many pieces — ends the reading)
+
+
+def _entries(st, count):
+    """The structure of the last `count` nodes recorded in stream `st`, oldest first: their
+    signatures, and per node and input how many nodes back that input was recorded (-1: a
+    leaf, a host scalar, a node of an earlier piece; 0: no such input) — arrays (n,) and
+    (n, _MAX_INPUTS); None when an entry records several nodes or has too many inputs."""
     flat = st.flat
     i = len(flat)
     m = st.nxt
-    out = []
-    while i > 0 and len(out) < count:
+    sigs = []
+    back = []
+    while i > 0 and len(sigs) < count:
         sig = flat[i - 1]
         k = _nin(sig)
-        if k < 0 or i - 1 - k < 0:
+        if k < 0 or k > _MAX_INPUTS or i - 1 - k < 0:
             return None
         m -= 1
-        tok = [sig]
-        for c in flat[i - 1 - k:i - 1]:
-            tok.append(-1 if c <= 0 else (m - c if m - c <= far else -2))
-        out.append(tuple(tok))
+        sigs.append(sig)
+        back.append([-1 if c <= 0 else m - c for c in flat[i - 1 - k:i - 1]])
         i -= 1 + k
-    out.reverse()
-    return out
+    n = len(sigs)
+    width = max((len(b) for b in back), default=0)
+    d = np.zeros((n, max(width, 1)), np.int64)
+    for r, b in enumerate(back):
+        d[n - 1 - r, :len(b)] = b
+    return np.array(sigs[::-1], np.int64), d
 
 
-def _period(toks, max_period):
-    """(P, the index in toks where the repetition with period P starts) for the smallest P <=
-    max_period with which the end of toks repeats over at least 4 periods; None otherwise."""
-    n = len(toks)
+def _period(entries, max_period):
+    """(P, the index where the repetition with period P starts) for the smallest P <=
+    max_period with which the end of the recorded entries repeats over at least 4 periods;
+    None otherwise.  An entry repeats the one P before it when it has the same signature and
+    each input is recorded as far back (the previous iteration's value: a loop's carry) or is
+    the very same node (one recorded before the loop, read by every iteration)."""
+    sigs, back = entries
+    n = len(sigs)
     if n < 8:
         return None
-    ids: dict = {}
-    a = np.fromiter((ids.setdefault(t, len(ids)) for t in toks), np.int64, n)
-    pos = np.nonzero(a[:-1] == a[-1])[0]
+    pos = np.nonzero(sigs[:-1] == sigs[-1])[0]
     for j in pos[::-1]:
         p = n - 1 - int(j)
         if p > max_period or 4 * p > n:
             break
-        bad = np.nonzero(a[p:] != a[:-p])[0]
-        start = int(bad[-1]) + 1 if len(bad) else 0     # toks[k] == toks[k - p] for k >= start + p
+        b1, b0 = back[p:], back[:-p]
+        same = (sigs[p:] == sigs[:-p]) & np.all((b1 == b0) | ((b0 > 0) & (b1 == b0 + p)), 1)
+        bad = np.nonzero(~same)[0]
+        start = int(bad[-1]) + 1 if len(bad) else 0   # entry k repeats k - p for k >= start + p
         if n - start >= 4 * p:
             return p, start
     return None
@@ -358,14 +368,14 @@ def _boundaries(st):
     window = _LOOP["window"]
     if lp["stream"] is st:        # read back to the last guard's next boundary (a period before)
         window = max(window, min(hi - lp["next"] + 2 * lp["period"], 8 * window))
-    toks = _entries(st, window, maxp)
-    if toks is None:
+    entries = _entries(st, window)
+    if entries is None:
         return None
-    found = _period(toks, maxp)
+    found = _period(entries, maxp)
     if found is None:
         return None
     p, start = found
-    first = hi - len(toks) + start           # where the repetition starts, as far as read back
+    first = hi - len(entries[0]) + start     # where the repetition starts, as far as read back
     if lp["stream"] is st and lp["period"] == p and lp["next"] >= first:
         length, c = lp["length"], lp["next"]
     else:
