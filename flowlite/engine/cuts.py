@@ -308,6 +308,14 @@ def bound(n_pending) -> None:
         st.esigs.clear()
 
 
+def before_read() -> None:
+    """A host read (or flowlite.sync()) while a loop cut at its period is still recording: its
+    complete pieces run first, as the guard would have run them — cache hits — so the read's
+    own program is the last piece's rest, not up to a guard's worth of the loop."""
+    if _loop["stream"] is rt.local.stream and _state["on"]:
+        bound(0)
+
+
 def _live_roots(pending):
     """The pending nodes of the live tensors in `pending` (weak references)."""
     out = []

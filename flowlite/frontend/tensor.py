@@ -19,7 +19,7 @@ from ..engine.errors import ArgumentError
 from ..engine.host_data import HostNode as _HostNode, host_node, on_host
 from ..engine.host_reads import host_view
 from ..engine import dtypes as D, executor, ir
-from ..engine.cuts import bound as _bound
+from ..engine.cuts import before_read as _before_read, bound as _bound
 from ..engine.graph_key import enter as _enter
 from ..engine.device import Device, _from_jax, default_device, device as _make_device
 from ..engine.mesh import device_for_sharding
@@ -187,6 +187,7 @@ class Tensor:
                 return v
             cause = f"{cause} at {user_site(3)}"
             rt.check_implicit_sync(cause)
+            _before_read()       # a loop cut at its period: its complete pieces first (cuts)
             executor.sync_for_read(cause, n)
             if n.op is not _DATA:     # a bucketed output (executor._run_bucketed): on host
                 return host_view(n)
