@@ -199,3 +199,23 @@ def test_a_large_counter_is_written_in_place_without_a_copy_per_write():
     np.add.at(ref, (rs[:, 0], rs[:, 1]), 1)
     np.testing.assert_array_equal(N.numpy(), ref)
     assert isinstance(N._node, HostNode)
+
+
+def test_element_assignment_converts_as_pytorch_and_stays_on_the_host():
+    N = fl.zeros((2, 3), dtype=fl.int32)
+    c0 = _counters()
+    for _ in range(50):
+        N[0, 1] = N[0, 1] + 1                 # the non-augmented form
+    N[1, 0] = 2.7                             # truncated toward zero
+    N[1, 1] = -2.7
+    N[1, 2] = True
+    c1 = _counters()
+    assert N.tolist() == [[0, 50, 0], [2, -2, 1]]
+    # (the first read, of the constant N was, is recorded; nothing after it)
+    assert c1["ops"] - c0["ops"] <= 4 and c1["executions"] == c0["executions"]
+    b = fl.zeros(3, dtype=fl.bool)
+    b[1] = 2
+    assert b.tolist() == [False, True, False]
+    row = N[1]
+    row[0] = 7                                # through a view, into the root
+    assert N[1, 0].item() == 7

@@ -1,34 +1,38 @@
 """Element reads and in-place writes of small host tensors, at eager speed.
 
-Layer: frontend — imports engine.errors, engine.host_data, engine.layout, engine.runtime,
-recording, tensor, views. A bigram count matrix built the way teaching scripts build it —
-`N = torch.zeros((27, 27), dtype=torch.int32)`, then `N[stoi[a], stoi[b]] += 1` for every pair
-of a word list (228k writes) — or a counter, a lookup table, `p[k]` and `x[i].item()` in a
-Python loop: each is an element read or an in-place update of a small tensor that needs no
+Layer: frontend — imports engine.errors, engine.host_data, engine.host_reads, engine.layout,
+engine.runtime, recording, tensor, views. A bigram count matrix built the way teaching scripts
+build it — `N = torch.zeros((27, 27), dtype=torch.int32)`, then `N[stoi[a], stoi[b]] += 1` for
+every pair of a word list (228k writes) — or a counter, a lookup table, `p[k]` and `x[i].item()`
+in a Python loop: each is an element read or an in-place update of a tensor that needs no
 gradient, by a host number.  Recorded, every one was a few graph nodes (228k writes: one graph
 of 2.7M nodes, minutes of compiling).  Here, as PyTorch does, they are done now, on the host:
 
-- `x[i, j]` (Python ints only) of host data (engine.host_data) is a numpy view of it — a view
-  in flowlite's sense too (views.py), so a later write through it reaches x, and a write to x
-  reaches it;
-- an in-place op (`+=`, `add_`, ...) on an element or a view of host data, whose operands
-  are Python numbers or host data, is computed with numpy (host_data.elementwise, int_op: PyTorch's
-  promotion, integer wrap-around), and written into the root on the host (views.write_view);
-  a small root still pending from a constant (`torch.zeros(...)`) becomes host data first;
-- `x[i, j] = v`, v the very view `x[i, j] += 1` just wrote through, is the copy of a value onto
-  itself: nothing to do but PyTorch's version bump.
+- `x[i, j]` (Python ints) of host data (engine.host_data) is host data: a numpy view of x, or
+  an element's value — a view in flowlite's sense (views.py) either way, so a later write
+  through it reaches x, and a write to x reaches it;
+- an in-place op (`+=`, `add_`, ...) on an element or a view of host data, whose operands are
+  Python numbers or host data, is computed with numpy (host_data.elementwise, int_op:
+  PyTorch's promotion, integer wrap-around) and written into the root on the host; a root
+  still pending from a constant (`torch.zeros(...)`) becomes host data first;
+- `x[i, j] = v` (a number, or an element of host data) writes the element on the host; v the
+  very view `x[i, j] += 1` just wrote through is the copy of a value onto itself: nothing to
+  do but PyTorch's version bump.
 
-Anything else takes the recorded path: a tensor that requires grad, an operand pending or on
-a device, an op numpy can't do exactly.  Host data that a program reads later enters it as
-one argument, as all host data does.
+An element is written into the root's own array when nothing else holds it (no pending graph
+reads it, no undo record, no numpy view, no program still copying it in), else into a copy:
+the root stays immutable for whatever reads it.  Anything else takes the recorded path: a
+tensor that requires grad, an operand pending or on a device, an op numpy can't do exactly.
+Host data that a program reads later enters it as one argument, as all host data does.
 """
 from __future__ import annotations
 
-from ..engine.errors import IndexRangeError
 import sys
 
 import numpy as np
 
+from ..engine.errors import IndexRangeError
+from ..engine.host_reads import host_view
 from ..engine.host_data import HostNode, host_node, int_op, on_host as _on_host_device, \
     read_layout, uploaded
 from ..engine import layout as L
@@ -114,6 +118,22 @@ def setitem(x, idx, value):
                     V._layout(va) == _element_layout(x, x._node.shape, ints):
                 va.root._alias.version += 1      # (PyTorch's copy_ bumps it)
                 return
+    n = x._node
+    if n.__class__ is not HostNode and x._edge is None and x._alias.__class__ is not _View \
+            and n.op.name == "full" and _int_index(idx) is not None:
+        _to_host_root(x)         # `N = torch.zeros(...)`, then `N[i, j] = N[i, j] + 1`
+        n = x._node
+    if n.__class__ is HostNode and x._edge is None and not rt.observers and \
+            not _local.tracing_body:
+        ints = _int_index(idx)
+        if ints is not None and len(ints) == len(n.shape):    # `N[i, j] = v`: one element
+            xa = x._alias
+            root = xa.root if xa.__class__ is _View else x
+            if root._edge is None and root._node.__class__ is HostNode:
+                v = _element_value(value, n.dtype)
+                if v is not None and \
+                        _store(root, _element_layout(x, n.shape, ints)[0], v):
+                    return
     _setitem(x, idx, value)
 
 
@@ -199,7 +219,13 @@ def update_element(name, t, y):
     root = a.root
     if root._edge is not None or root._node.__class__ is not HostNode:
         return None
-    off = V._layout(a)[0]
+    return t if _store(root, V._layout(a)[0], r.host) else None
+
+
+def _store(root, off, value) -> bool:
+    """Element `off` (row-major) of host-data root `root` set to `value` (a 0-d array of its
+    dtype), then root's views re-derived; False (nothing done) when the root is too big to
+    copy and can't be written in place."""
     V._note_undo(root, None, True)      # (the first write since the last sync holds the old)
     rn = root._node
     arr = rn.host
@@ -209,15 +235,46 @@ def update_element(name, t, y):
     if _getrefcount(rn) == 3 and _getrefcount(arr) == 3 and arr.base is None and \
             arr.flags.c_contiguous and not uploaded(rn):
         arr.setflags(write=True)
-        arr.reshape(-1)[off] = r.host
+        arr.reshape(-1)[off] = value
         arr.setflags(write=False)
         rn.written = True
     elif arr.size <= _COPY_MAX:
         arr = np.array(arr, order="C", copy=True)
-        arr.reshape(-1)[off] = r.host
+        arr.reshape(-1)[off] = value
         nn = root._node = host_node(arr, rn.dtype, rn.device)
         nn.written = True
     else:
-        return None
+        return False
+    if root._alias is None:
+        root._alias = V._Root()
     V.refresh(root)
-    return t
+    return True
+
+
+def _element_value(value, d):
+    """`value` (a Python number, or a 0-d tensor of host data outside autograd) as a 0-d array
+    of dtype d, converted as `x[i] = value` converts it; None when that isn't exact here
+    (the general path converts, or reports, it)."""
+    if value.__class__ in _NUMBERS:
+        v = bool(value) if d.kind == "b" else int(value) if d.kind in "iu" else value
+        try:
+            return np.asarray(v, dtype=d.np)
+        except (OverflowError, ValueError, TypeError):
+            return None
+    if value.__class__ is Tensor and value._edge is None:
+        n = value._node
+        if n.shape:
+            return None
+        if n.__class__ is HostNode:
+            v = n.host
+        elif n.device is not None and _on_host_device(n.device) and n.op.name != "data":
+            v = host_view(n)         # `N[i, j] + 1` of a constant: exact integer steps
+            if v is None:
+                return None
+        else:
+            return None
+        if n.dtype is d:
+            return v
+        if n.dtype.kind in "iub":
+            return np.asarray(v).astype(d.np)
+    return None
