@@ -219,3 +219,19 @@ def test_element_assignment_converts_as_pytorch_and_stays_on_the_host():
     row = N[1]
     row[0] = 7                                # through a view, into the root
     assert N[1, 0].item() == 7
+
+
+def test_float_elements_update_in_one_rounding_as_pytorch(x64):
+    p = fl.zeros(5)
+    d = fl.zeros(2, dtype=fl.float64)
+    want = np.zeros(5, np.float32)
+    for k in range(40):
+        p[k % 5] += 0.1
+        want[k % 5] = np.float32(want[k % 5] + np.float32(0.1))
+    p[4] /= 3
+    want[4] = np.float32(want[4] / np.float32(3))
+    p[3] *= 1e39                                   # overflows float32: inf, as in PyTorch
+    want[3] = np.inf
+    d[1] -= 1e-300
+    np.testing.assert_array_equal(p.numpy(), want)
+    assert d.tolist() == [0.0, -1e-300] and d.dtype is fl.float64

@@ -312,7 +312,9 @@ def before_read() -> None:
     """A host read (or flowlite.sync()) while a loop cut at its period is still recording: its
     complete pieces run first, as the guard would have run them — cache hits — so the read's
     own program is the last piece's rest, not up to a guard's worth of the loop."""
-    if _loop["stream"] is rt.local.stream and _state["on"]:
+    lp = _loop
+    st = rt.local.stream
+    if lp["stream"] is st and _state["on"] and st.nxt - lp["period"] >= lp["next"]:
         bound(0)
 
 
@@ -381,6 +383,7 @@ def _boundaries(st):
         return None
     found = _period(entries, maxp)
     if found is None:
+        lp["stream"] = None       # (the loop has ended: a read needs no pieces first)
         return None
     p, start = found
     first = hi - len(entries[0]) + start     # where the repetition starts, as far as read back

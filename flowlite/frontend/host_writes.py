@@ -200,26 +200,43 @@ def on_host(t, args, kwargs) -> bool:
 _COPY_MAX = 1 << 22
 _getrefcount = sys.getrefcount
 _UPDATE = {"__iadd__": "add", "add_": "add", "__isub__": "sub", "sub_": "sub",
-           "__imul__": "mul", "mul_": "mul"}
+           "__imul__": "mul", "mul_": "mul", "__itruediv__": "div", "div_": "div"}
+_FLOAT_OPS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+_FLOATS = (np.float32, np.float64)
 
 
 def update_element(name, t, y):
-    """`t += y` (`-=`, `*=`, `add_`...) for t a 0-d integer element of host data and y a
-    Python int that fits its dtype (`N[i, j] += 1`): the element's root written on the host
-    now, exactly (wrapping on overflow as PyTorch does); -> t, or None (the general path)."""
+    """`t += y` (`-=`, `*=`, `/=`, `add_`...) for t a 0-d element of host data — of an integer
+    dtype and y a Python int that fits it (`N[i, j] += 1`), or of float32/float64 and y a
+    Python int or float (`p[k] += 0.5`): the element's root written on the host now, exactly
+    (integers wrapping on overflow, floats rounded once to the element's dtype, as PyTorch's
+    kernels with a Python scalar do); -> t, or None (the general path)."""
     op = _UPDATE.get(name)
     if op is None or t._edge is not None:
         return None
-    r = int_op(op, t._node, y)          # (None for other dtypes, observers, a scan body)
-    if r is None:
+    n = t._node
+    if y.__class__ is int and n.dtype.kind in "iu":
+        if op == "div":
+            return None
+        r = int_op(op, n, y)            # (None for observers, a scan body, y out of range)
+        if r is None:
+            return None
+        value = r.host
+    elif n.dtype.np in _FLOATS and not rt.observers and not _local.tracing_body:
+        with np.errstate(all="ignore"):     # (inf / nan as PyTorch gives them)
+            value = np.asarray(_FLOAT_OPS[op](n.host, np.asarray(y, n.dtype.np)))
+        value.setflags(write=False)
+        r = None
+    else:
         return None
     a = t._alias
     if a.__class__ is not _View:
-        return t._rebind(Tensor(r), name)
+        return t._rebind(Tensor(r if r is not None else host_node(value, n.dtype, n.device,
+                                                                  False)), name)
     root = a.root
     if root._edge is not None or root._node.__class__ is not HostNode:
         return None
-    return t if _store(root, V._layout(a)[0], r.host) else None
+    return t if _store(root, V._layout(a)[0], value) else None
 
 
 def _store(root, off, value) -> bool:

@@ -218,7 +218,8 @@ def _inplace(name, fn):
     def method(self, *a, **k):
         new = None
         if self._edge is None and _host_inplace(self, a, k):   # elements of host data: now
-            if len(a) == 1 and a[0].__class__ is int and not k and not self._node.shape:
+            if len(a) == 1 and a[0].__class__ in (int, float) and not k and \
+                    not self._node.shape:
                 r = HW.update_element(name, self, a[0])       # `N[i, j] += 1`
                 if r is not None:
                     return r
