@@ -224,3 +224,18 @@ def test_compile_depth_counts_kernels_by_where_they_run():
     flat = jax.jit(lambda a: jnp.tanh(a @ a).sum(axis=0)).lower(x.T @ x).compile().as_text()
     assert compile_depth.kernels(flat)["update"] == 0 == compile_depth.kernels(flat)["loops"]
     assert compile_depth.kernels(flat)["step"] >= 1
+
+
+def test_count_matrix_bench_runs_flowlite_cold_and_checks_its_results(tmp_path):
+    out = tmp_path / "cm.json"
+    r = subprocess.run([sys.executable, "bench/count_matrix.py", "--words", "400", "--reps", "1",
+                        "--frameworks", "flowlite", "--json", str(out)],
+                       cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rec = json.loads(out.read_text())
+    row = rec["rows"]["flowlite"][0]
+    assert row["check"]["writes"] == rec["writes"] and rec["results_agree"]
+    assert row["peak_rss_mb"] > 0 and row["wall_s"] > row["loop_s"] > 0
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import count_matrix
+    assert count_matrix.names_like(50) == count_matrix.names_like(50)

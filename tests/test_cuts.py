@@ -7,6 +7,8 @@ when it reads every step (or is never cut).
 On the CPU `multinomial` draws PyTorch's numbers on the host, reading the probabilities every
 step (tests/test_torch_streams.py): these loops draw in programs instead, inside
 `flowlite.random.device_draws()`, where a generation loop reads nothing until the end."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -342,3 +344,131 @@ def test_the_loop_s_first_two_steps_run_as_pieces_of_one_step():
     assert c["executions"] == 30 and c["graph_cuts"] == 28
     ref, _ = _generate(30, read_each_step=True, seed=9)
     assert out == ref
+
+
+# ---- any loop that records without a read: pieces at its period ----------------------------
+from flowlite.engine import cuts as _cuts_mod      # noqa: E402
+
+
+def _delta(c0):
+    c1 = fl.metrics.counters()
+    return {k: c1[k] - c0[k] for k in ("compiles", "executions", "graph_cuts", "cache_hits")}
+
+
+def test_a_running_sum_over_a_device_tensor_runs_in_repeated_pieces_of_one_program():
+    """`s = s + x[i]` over 12,000 i, read once: pieces of one structure (one program, cache
+    hits after it), no warning about a graph growing without a sync, the sum exactly the
+    sequential float32 one."""
+    n = 12000
+    x = fl.arange(n, dtype=fl.float32) * 0.25
+    fl.sync()
+    fl.debug.set_graph_size_threshold(20_000)
+    try:
+        c0 = fl.metrics.counters()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            s = fl.zeros(())
+            for i in range(n):
+                s = s + x[i]
+            got = s.item()
+    finally:
+        fl.debug.set_graph_size_threshold(200_000)
+    d = _delta(c0)
+    want = np.float32(0)
+    for v in np.arange(n, dtype=np.float32) * np.float32(0.25):
+        want = np.float32(want + v)
+    assert got == want
+    assert d["graph_cuts"] >= 3
+    assert d["executions"] == d["graph_cuts"] + 1
+    # the part before the repetition, the piece (every other cut: a cache hit), the rest
+    assert d["compiles"] <= 3, d
+    assert d["cache_hits"] >= d["graph_cuts"] - 2
+    assert any("a loop recorded without a read" in why and site.startswith("test_cuts.py:")
+               for site, why in fl.metrics.cuts())
+
+
+def test_in_place_add_on_a_tensor_that_requires_no_grad_is_cut_and_exact():
+    n = 9000
+    xs = np.random.RandomState(0).randn(n, 4).astype(np.float32)
+    x = fl.from_numpy(xs) * 1.0
+    fl.sync()
+    c0 = fl.metrics.counters()
+    acc = fl.zeros(4)
+    for i in range(n):
+        acc.add_(x[i])
+    got = acc.numpy()
+    d = _delta(c0)
+    want = np.zeros(4, np.float32)
+    for i in range(n):
+        want = want + xs[i]
+    np.testing.assert_array_equal(got, want)
+    assert d["graph_cuts"] >= 2 and d["compiles"] <= 3, d
+
+
+@pytest.fixture
+def small_pieces(monkeypatch):
+    """Pieces of a few iterations, the guard called by hand: the cutting logic on small loops."""
+    monkeypatch.setitem(_cuts_mod._LOOP, "piece", 24)
+    monkeypatch.setitem(_cuts_mod._LOOP, "window", 512)
+    monkeypatch.setattr(_cuts_mod, "_MIN_REPS", 4)
+    _cuts_mod._loop["stream"] = None
+    yield
+    _cuts_mod._loop["stream"] = None
+
+
+def _loop_with_live_outputs(n, guard):
+    x = fl.from_numpy(np.arange(3 * n, dtype=np.float32).reshape(n, 3)) * 0.5
+    fl.sync()
+    w = fl.arange(3, dtype=fl.float32) * 2 + 1      # pending, read by every iteration
+    s = fl.zeros(3)
+    kept = []
+    for i in range(n):
+        s = s * 0.5 + w + x[i]
+        if i % 5 == 0:
+            kept.append(s)          # live outputs of the pieces
+        if guard and i % 40 == 39:
+            _cuts_mod.bound(0)
+    return s.numpy(), [k.numpy() for k in kept]
+
+
+def test_pieces_output_what_later_work_and_live_tensors_read(small_pieces):
+    c0 = fl.metrics.counters()
+    got, kept = _loop_with_live_outputs(400, True)
+    d = _delta(c0)
+    assert d["graph_cuts"] >= 10
+    fl.set_graph_cuts(False)
+    want, want_kept = _loop_with_live_outputs(400, True)
+    np.testing.assert_array_equal(got, want)
+    for a, b in zip(kept, want_kept):
+        np.testing.assert_array_equal(a, b)
+    # one program for the repeated pieces: few compiles for tens of cuts
+    assert d["compiles"] <= 6, d
+
+
+def test_work_with_autograd_in_flight_is_never_cut(small_pieces):
+    w = fl.ones(3, requires_grad=True)
+    x = fl.from_numpy(np.arange(600, dtype=np.float32).reshape(200, 3)) * 0.01
+    fl.sync()
+    c0 = fl.metrics.counters()
+    s = fl.zeros(())
+    for i in range(200):
+        s = s + (w * x[i]).sum()
+        if i % 40 == 39:
+            _cuts_mod.bound(0)
+    s.backward()
+    d = _delta(c0)
+    assert d["graph_cuts"] == 0
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy().sum(0), rtol=1e-5)
+
+
+def test_without_a_period_a_big_graph_runs_whole_at_the_guard(small_pieces, monkeypatch):
+    monkeypatch.setitem(_cuts_mod._LOOP, "fallback", 200)
+    x = fl.arange(64, dtype=fl.float32) * 1.0
+    fl.sync()
+    c0 = fl.metrics.counters()
+    s = fl.zeros(())
+    for i in range(150):
+        s = s + x[:(i * i) % 61 + 1].sum()     # no period: every slice's bounds change
+    _cuts_mod.bound(0)
+    assert _delta(c0)["graph_cuts"] == 1
+    assert not s.is_pending

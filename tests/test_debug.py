@@ -283,7 +283,9 @@ def test_executable_statistics():
 
 
 def test_graph_size_guard_warns_with_the_start_line():
+    # (with graph cuts on, this loop runs in pieces at its period and never grows: cuts.bound)
     fl.debug.set_graph_size_threshold(1000)
+    fl.set_graph_cuts(False)
     try:
         x = fl.zeros(2)
         with pytest.warns(UserWarning, match=r"recorded without a sync; the graph started at "
@@ -292,7 +294,21 @@ def test_graph_size_guard_warns_with_the_start_line():
                 x = x + 1.0
     finally:
         fl.debug.set_graph_size_threshold(200_000)
+        fl.set_graph_cuts(True)
     fl.engine.executor._pending.clear()
+
+
+def test_a_loop_cut_into_pieces_does_not_warn():
+    fl.debug.set_graph_size_threshold(20_000)
+    try:
+        x = fl.zeros(2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for _ in range(20000):
+                x = x + 1.0
+            assert x.tolist() == [20000.0, 20000.0]
+    finally:
+        fl.debug.set_graph_size_threshold(200_000)
 
 
 def test_a_test_file_passes_in_eager_mode():

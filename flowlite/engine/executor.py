@@ -270,6 +270,7 @@ def _sync_read(cause, node):
     # counter's rollback point stays where the last full sync left it
     local.undo[:] = [u for u in local.undo if (t := u[0]()) is not None and
                      _is_pending(t._node)]
+    local.undo_gen = object()
     if node.op is FAILED:
         raise _again(node.value)
 
@@ -298,6 +299,7 @@ def _sync_part(cause, roots, n_checks, defer):
         _dispatch(roots, run_checks, cause, None, defer)
     local.undo[:] = [u for u in local.undo if (t := u[0]()) is not None and
                      _is_pending(t._node)]
+    local.undo_gen = object()
 
 
 def verify_pending() -> None:
@@ -338,6 +340,7 @@ def _sync(cause, extra_roots, defer=False):
         _verify_deferred()
     # committed: what a later failure would roll back starts here
     local.undo.clear()
+    local.undo_gen = object()
     local.rng_draws = (rt.rng_seed, rt.rng_draws)
     for n in extra_roots:
         if n.op is FAILED:

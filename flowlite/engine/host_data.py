@@ -315,13 +315,20 @@ def elementwise(name, x, y, dtype, shape):
         r = fn(a, b)
     if r.shape != shape or r.dtype != dtype.np:
         return None
-    return host_node(np.ascontiguousarray(r), dtype, device)
+    # (a ufunc of 0-d arrays gives a numpy scalar, which ascontiguousarray makes 1-d)
+    r = np.asarray(r)
+    return host_node(r if r.flags.c_contiguous else np.ascontiguousarray(r), dtype, device)
 
 
 # ---- strided layouts of a root's elements (flowlite.views) --------------------------------
 def read_layout(arr, shape, off, strides):
-    """The elements of `arr` (in its row-major order) at layout (off, strides): a view."""
+    """The elements of `arr` (in its row-major order) at layout (off, strides): a view (an
+    element: its value)."""
     flat = np.ascontiguousarray(arr).reshape(-1)
+    if not shape:               # an element (`N[i, j]`): its value, no view (as_strided
+        v = np.array(flat[off])  # costs ten times more; a view would keep the root's array
+        v.setflags(write=False)  # from being written in place)
+        return v
     it = flat.itemsize
     return _as_strided(flat[off:], tuple(shape), tuple(s * it for s in strides),
                        writeable=False)
@@ -331,6 +338,9 @@ def write_layout(arr, shape, off, strides, value):
     """A copy of `arr` with the elements at layout (off, strides) set to `value`
     (broadcast)."""
     out = np.array(arr, order="C", copy=True)
+    if not shape:               # an element (`N[i, j] += 1`)
+        out.reshape(-1)[off] = value
+        return out
     it = out.itemsize
     w = _as_strided(out.reshape(-1)[off:], tuple(shape), tuple(s * it for s in strides))
     w[...] = value

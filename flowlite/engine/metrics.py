@@ -225,8 +225,8 @@ def report() -> str:
                      f"{c['rerolled_upgrades']} replaced by their unrolled form after "
                      f"their first runs (compiled in the background)")
     if _cuts:
-        lines.append("  graphs cut into pieces (a sequence grown without a read; "
-                     "FLOWLITE_GRAPH_CUTS=0 turns it off):")
+        lines.append("  graphs cut into pieces (work recorded without a read: a sequence grown by "
+                     "cat, a loop; FLOWLITE_GRAPH_CUTS=0 turns it off):")
         for (site, why), n in _cuts.most_common(10):
             lines.append(f"    {n:6d}  {why} at {site}")
     if _bucket_misses:

@@ -201,10 +201,12 @@ def _find_runs(entries, tokens, types, pinned, joins=frozenset()):
     for r in runs:
         rolled[r.start:r.start + r.period * r.reps] = True
     for r in runs:
-        # outputs only other loops or concatenations read: no per-segment slice
-        end = r.start + r.period * r.reps
+        # outputs only other loops or concatenations read — or the run itself, through its
+        # carry (a running sum's every partial sum) —: no per-segment slice
+        start, end = r.start, r.start + r.period * r.reps
         r.lazy = frozenset(s for _, slots in r.ys for s in slots if s not in pinned and all(
-            u >= end and (rolled[u] or entries[u][3] in joins) for u in users.get(s, ())))
+            start <= u < end or u >= end and (rolled[u] or entries[u][3] in joins)
+            for u in users.get(s, ())))
     return runs
 
 

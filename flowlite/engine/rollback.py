@@ -163,6 +163,7 @@ def _rollback(roots, err, taint=None, undo=None, clear=True, rng=True):
             t._edge = edge
     if clear and undo is None:
         local.undo.clear()
+        local.undo_gen = object()
     for r in roots:
         if r.op is not _DATA and commit_host_read(r):
             continue                # its value was read: it stands

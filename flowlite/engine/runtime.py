@@ -46,6 +46,9 @@ class _ThreadState(threading.local):
         self.undo = []               # (tensor ref, its materialised node ref, its edge) for each
         #                              tensor rebound since the last sync: a failed sync puts
         #                              them back (a failed sync commits nothing)
+        self.undo_gen = object()     # renewed whenever undo records are committed: a tensor
+        #                              written on the host again within one generation needs
+        #                              no second record (its first one is what a failure restores)
         self.rng_draws = None        # (seed, rt.rng_draws) after this thread's last sync
         self.unverified = None       # an execution whose check flags are still to be read
         self.stream = KeyStream()    # the graph key of the pending work, as it is recorded

@@ -1,7 +1,7 @@
 """The lazy `Tensor`: a handle on an IR node plus its autograd edge.
 
-Layer: frontend — imports engine.device, engine.dtypes, engine.errors, engine.executor,
-engine.graph_key, engine.host_data, engine.host_reads, engine.ir, engine.mesh, engine.metrics,
+Layer: frontend — imports engine.cuts, engine.device, engine.dtypes, engine.errors,
+engine.executor, engine.graph_key, engine.host_data, engine.host_reads, engine.ir, engine.mesh, engine.metrics,
 engine.phases, engine.runtime, engine.tape, printing. `apply` is the single entry point that
 records an op: it builds the node (shape/dtype checked now, so errors point at the user's line),
 attaches a GradFn when the tape is on, and registers the result as pending work. The PyTorch-
@@ -19,6 +19,7 @@ from ..engine.errors import ArgumentError
 from ..engine.host_data import HostNode as _HostNode, host_node, on_host
 from ..engine.host_reads import host_view
 from ..engine import dtypes as D, executor, ir
+from ..engine.cuts import before_read as _before_read, bound as _bound
 from ..engine.graph_key import enter as _enter
 from ..engine.device import Device, _from_jax, default_device, device as _make_device
 from ..engine.mesh import device_for_sharding
@@ -186,6 +187,7 @@ class Tensor:
                 return v
             cause = f"{cause} at {user_site(3)}"
             rt.check_implicit_sync(cause)
+            _before_read()       # a loop cut at its period: its complete pieces first (cuts)
             executor.sync_for_read(cause, n)
             if n.op is not _DATA:     # a bucketed output (executor._run_bucketed): on host
                 return host_view(n)
@@ -195,6 +197,10 @@ class Tensor:
         return np.asarray(self._value(".numpy()"))
 
     def item(self):
+        n = self._node
+        if n.__class__ is _HostNode and not n.shape and _local.unverified is None and \
+                not _clock.on:
+            return n.host.item()        # an element of host data (`x[i].item()` in a loop)
         if self.numel() != 1:
             raise ArgumentError(f"item(): only one element tensors can be converted to Python "
                              f"scalars (shape {tuple(self.shape)})")
@@ -280,7 +286,8 @@ def _graph_guard(n):
     if n == 1:
         rt.on_first_pending(user_site(3))
     else:
-        rt.check_graph_size(n)
+        _bound(n)       # a loop recording without a read runs in pieces (engine.cuts)
+        rt.check_graph_size(len(_local.pending))
 
 
 def _from_pickle(arr, requires_grad):

@@ -2,7 +2,8 @@
 variants (which rebind the handle to a new node) and `backward`.
 
 Layer: frontend — imports backward, engine.device, engine.dtypes, engine.errors,
-engine.host_data, ops, primitives, random, random_methods, recording, tensor, views. The package
+engine.host_data, engine.runtime, host_writes, ops, primitives, random, random_methods,
+recording, tensor, views. The package
 imports it once, so every Tensor has its full API.
 """
 from __future__ import annotations
@@ -19,7 +20,10 @@ from . import views as V
 from ..engine.device import Device, device as _make_device, platform_of as _platform_of
 from ..engine.host_data import HostNode as _HostNode, int_op as _int_op
 from .backward import backward_into
-from .recording import rebind, setitem
+from . import host_writes as HW
+from .host_writes import on_host as _host_inplace
+from .recording import rebind
+from ..engine.runtime import rt as _rt
 from .tensor import Tensor, from_jax, tensor as _tensor
 
 
@@ -130,8 +134,8 @@ Tensor.__lt__ = lambda a, b: F.lt(a, b)
 Tensor.__le__ = lambda a, b: F.le(a, b)
 Tensor.__gt__ = lambda a, b: F.gt(a, b)
 Tensor.__ge__ = lambda a, b: F.ge(a, b)
-Tensor.__getitem__ = V.getitem
-Tensor.__setitem__ = setitem
+Tensor.__getitem__ = HW.getitem      # (views.getitem, but elements of host data now)
+Tensor.__setitem__ = HW.setitem
 
 
 # dtype / device conversion
@@ -207,12 +211,26 @@ Tensor.new_tensor = lambda self, data, dtype=None, device=None: F.tensor(
 
 
 # ---- in-place variants: compute out of place, then rebind the handle ------------------------
+_local = _rt.local
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2}
 
 
 def _inplace(name, fn):
     def method(self, *a, **k):
-        new = fn(self, *a, **k)
+        new = None
+        if self._edge is None and _host_inplace(self, a, k):   # elements of host data: now
+            if len(a) == 1 and a[0].__class__ in (int, float) and not k and \
+                    not self._node.shape:
+                r = HW.update_element(name, self, a[0])       # `N[i, j] += 1`
+                if r is not None:
+                    return r
+            _local.loading += 1     # host data's elementwise work done with numpy (host_writes)
+            try:
+                new = fn(self, *a, **k)
+            finally:
+                _local.loading -= 1
+        if new is None:
+            new = fn(self, *a, **k)
         # like PyTorch: an in-place result may narrow within its category, never cross down
         # (a float result into an integer tensor, an integer one into a bool tensor)
         if _CATEGORY[new.dtype.kind] > _CATEGORY[self.dtype.kind]:

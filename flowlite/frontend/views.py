@@ -39,17 +39,18 @@ _DATA_OP = ir.DATA
 
 class _Root:
     """Attached to a tensor that has (or had) views, or was written in place."""
-    __slots__ = ("views", "version", "limit")
+    __slots__ = ("views", "version", "limit", "noted")
 
     def __init__(self):
         self.views = []       # weakrefs to the views (dead ones pruned now and then)
         self.version = 0
         self.limit = 16
+        self.noted = None     # the undo generation this tensor's host write was noted in
 
 
 class _View:
     __slots__ = ("root", "parent", "kind", "args", "in_shape", "shape", "grad", "detached",
-                 "nograd", "multi", "lay")
+                 "nograd", "multi", "lay", "noted")
 
     def __init__(self, root, parent, kind, args, in_shape, shape, detached, nograd):
         self.root = root          # the Tensor owning the storage (kept alive, as in PyTorch)
@@ -64,6 +65,7 @@ class _View:
         self.grad = not (detached or nograd)   # re-derivations keep the autograd link
         self.multi = parent is not None and parent.multi   # from split/chunk/unbind
         self.lay = None
+        self.noted = None         # (as _Root.noted)
 
 
 def _slice_rule(off, st, shape, args):
@@ -535,7 +537,22 @@ def _note_undo(t, edge, host=False):
     if old.op is not _DATA_OP:
         commit_host_read(old)      # a value read on the host stays what was read
     if old.op is _DATA_OP:
-        rt.local.undo.append((_ref(t), _ref(old) if not host else _Held(old), edge))
+        local = rt.local
+        if host:
+            # written on the host again since its record (a counter in a loop): that first
+            # record is what a failure restores; one per write held every old value
+            a = t._alias
+            if a is not None:
+                if a.noted is local.undo_gen:
+                    return
+                a.noted = local.undo_gen
+        undo = local.undo
+        undo.append((_ref(t), _ref(old) if not host else _Held(old), edge))
+        k = len(undo)
+        if k >= 256 and not k & (k - 1):
+            # the records of tensors gone since (the views a loop's `N[i, j] += 1` makes and
+            # drops) restore nothing: dropped, as the list doubles
+            undo[:] = [u for u in undo if u[0]() is not None]
 
 
 class _Held:
