@@ -5,8 +5,8 @@ engine.runtime, recording, tensor, views. A bigram count matrix built the way te
 build it — `N = torch.zeros((27, 27), dtype=torch.int32)`, then `N[stoi[a], stoi[b]] += 1` for
 every pair of a word list (228k writes) — or a counter, a lookup table, `p[k]` and `x[i].item()`
 in a Python loop: each is an element read or an in-place update of a tensor that needs no
-gradient, by a host number.  Recorded, every one was a few graph nodes (228k writes: one graph
-of 2.7M nodes, minutes of compiling).  Here, as PyTorch does, they are done now, on the host:
+gradient, by a host number. Recorded, every one was a few graph nodes (228k writes: one graph of
+2.7M nodes, minutes of compiling). Here, as PyTorch does, they are done now, on the host:
 
 - `x[i, j]` (Python ints) of host data (engine.host_data) is host data: a numpy view of x, or
   an element's value — a view in flowlite's sense (views.py) either way, so a later write
