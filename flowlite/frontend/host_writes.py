@@ -152,9 +152,12 @@ _ROOT_MAX = 1 << 22
 
 def _to_host_root(root):
     """root's pending value as host data when it is a constant (any size up to _ROOT_MAX) or a
-    few exact steps from data (recording._to_host)."""
+    few exact steps from data (recording._to_host).  (A device array stays one: a buffer a
+    training step updates in place keeps being updated there.)"""
     n = root._node
     d = n.device
+    if n.op.name == "data":
+        return
     if n.op.name == "full" and not n.inputs and d is not None and _on_host_device(d) and \
             root._edge is None and not rt.observers and not _local.tracing_body and \
             L.numel(n.shape) <= _ROOT_MAX:
