@@ -113,6 +113,9 @@ def test_views_write_through_both_ways():
     s = N[:, 1]                   # a strided view, written on the host as well
     s[2] += 9
     assert N[2, 1].item() == 9
+    N[0, 0] = N[2, 2]             # another element's view: a copy of its value
+    N[1][1] = row[0]
+    assert N[0].tolist() == [7, 4, 0] and N[1, 1].item() == 5
 
 
 def test_an_index_out_of_range_raises_a_clear_index_error():

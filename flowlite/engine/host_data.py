@@ -235,12 +235,31 @@ def int_op(name, n, y):
         y = int(m.host)
     if rt.observers or rt.local.tracing_body:
         return None
-    v = fn(int(n.host), y)        # (Python ints: no ufunc on a 0-d array)
+    arr = _wrapped(fn(int(n.host), y), lo, hi, dtype)  # (Python ints: no ufunc on a 0-d array)
+    return _leaf(arr, (), dtype, n.device, sig)
+
+
+def _wrapped(v, lo, hi, dtype):
+    """Python int v as a read-only 0-d array of integer `dtype` (range lo..hi), wrapped."""
     if not lo <= v <= hi:
         v = (v - lo) % (hi - lo + 1) + lo
     arr = np.array(v, dtype.np)
     arr.setflags(write=False)
-    return _leaf(arr, (), dtype, n.device, sig)
+    return arr
+
+
+def int_value(name, x, y, dtype):
+    """`x <op> y` (op: add, sub, mul) of Python ints x, a value of integer `dtype`, and y, as
+    `dtype` computes it: a read-only 0-d array, wrapped on overflow as PyTorch and XLA do;
+    None when y doesn't fit `dtype` (PyTorch's error, or a recorded op, decides)."""
+    r = _RANGES.get(dtype)
+    if r is None:
+        info = np.iinfo(dtype.np)
+        r = _RANGES[dtype] = (int(info.min), int(info.max), _sig((), dtype))
+    lo, hi, _ = r
+    if not lo <= y <= hi:
+        return None
+    return _wrapped(_INT_OPS[name](x, y), lo, hi, dtype)
 
 
 # ---- elementwise arithmetic of host data, on the host, while a DataLoader makes a batch ------

@@ -5,14 +5,14 @@ engine.runtime, recording, tensor, views. A bigram count matrix built the way te
 build it — `N = torch.zeros((27, 27), dtype=torch.int32)`, then `N[stoi[a], stoi[b]] += 1` for
 every pair of a word list (228k writes) — or a counter, a lookup table, `p[k]` and `x[i].item()`
 in a Python loop: each is an element read or an in-place update of a tensor that needs no
-gradient, by a host number.  Recorded, every one was a few graph nodes (228k writes: one graph
-of 2.7M nodes, minutes of compiling).  Here, as PyTorch does, they are done now, on the host:
+gradient, by a host number. Recorded, every one was a few graph nodes (228k writes: one graph of
+2.7M nodes, minutes of compiling). Here, as PyTorch does, they are done now, on the host:
 
 - `x[i, j]` (Python ints) of host data (engine.host_data) is host data: a numpy view of x, or
   an element's value — a view in flowlite's sense (views.py) either way, so a later write
   through it reaches x, and a write to x reaches it;
 - an in-place op (`+=`, `add_`, ...) on an element or a view of host data, whose operands are
-  Python numbers or host data, is computed with numpy (host_data.elementwise, int_op:
+  Python numbers or host data, is computed with numpy (host_data.elementwise, int_value:
   PyTorch's promotion, integer wrap-around) and written into the root on the host; a root
   still pending from a constant (`torch.zeros(...)`) becomes host data first;
 - `x[i, j] = v` (a number, or an element of host data) writes the element on the host; v the
@@ -33,7 +33,7 @@ import numpy as np
 
 from ..engine.errors import IndexRangeError
 from ..engine.host_reads import host_view
-from ..engine.host_data import HostNode, host_node, int_op, on_host as _on_host_device, \
+from ..engine.host_data import HostNode, host_node, int_value, on_host as _on_host_device, \
     read_layout, uploaded
 from ..engine import layout as L
 from ..engine.runtime import rt
@@ -99,7 +99,9 @@ def getitem(x, idx):
                 fresh = False
             out = Tensor(host_node(v, n.dtype, n.device, fresh))
             V._mark(out, x, "strided", lay)
-            out._alias.lay = lay
+            a = out._alias
+            a.lay = lay
+            a.index = ints          # (`x[idx] = out` is a copy onto itself: setitem)
             return out
     return V.getitem(x, idx)
 
@@ -111,6 +113,12 @@ def setitem(x, idx, value):
             value._node.__class__ is HostNode:
         va = value._alias
         xa = x._alias
+        if va.__class__ is _View and va.index is not None and \
+                va.index == _int_index(idx) and va.root is (
+                x if xa.__class__ is not _View else xa.root) and va.parent is (
+                xa if xa.__class__ is _View else None):
+            va.root._alias.version += 1      # (`N[i, j] += 1`: made by getitem, from x, at
+            return                           # idx; PyTorch's copy_ bumps the version)
         if va.__class__ is _View and va.root is (xa.root if xa.__class__ is _View else x):
             ints = _int_index(idx)
             if ints is not None and len(ints) <= len(x._node.shape) and \
@@ -144,9 +152,12 @@ _ROOT_MAX = 1 << 22
 
 def _to_host_root(root):
     """root's pending value as host data when it is a constant (any size up to _ROOT_MAX) or a
-    few exact steps from data (recording._to_host)."""
+    few exact steps from data (recording._to_host).  (A device array stays one: a buffer a
+    training step updates in place keeps being updated there.)"""
     n = root._node
     d = n.device
+    if n.op.name == "data":
+        return
     if n.op.name == "full" and not n.inputs and d is not None and _on_host_device(d) and \
             root._edge is None and not rt.observers and not _local.tracing_body and \
             L.numel(n.shape) <= _ROOT_MAX:
@@ -215,24 +226,23 @@ def update_element(name, t, y):
     if op is None or t._edge is not None:
         return None
     n = t._node
+    if rt.observers or _local.tracing_body:
+        return None
     if y.__class__ is int and n.dtype.kind in "iu":
         if op == "div":
             return None
-        r = int_op(op, n, y)            # (None for observers, a scan body, y out of range)
-        if r is None:
+        value = int_value(op, int(n.host), y, n.dtype)   # (None: y doesn't fit the dtype)
+        if value is None:
             return None
-        value = r.host
-    elif n.dtype.np in _FLOATS and not rt.observers and not _local.tracing_body:
+    elif n.dtype.np in _FLOATS:
         with np.errstate(all="ignore"):     # (inf / nan as PyTorch gives them)
             value = np.asarray(_FLOAT_OPS[op](n.host, np.asarray(y, n.dtype.np)))
         value.setflags(write=False)
-        r = None
     else:
         return None
     a = t._alias
     if a.__class__ is not _View:
-        return t._rebind(Tensor(r if r is not None else host_node(value, n.dtype, n.device,
-                                                                  False)), name)
+        return t._rebind(Tensor(host_node(value, n.dtype, n.device, False)), name)
     root = a.root
     if root._edge is not None or root._node.__class__ is not HostNode:
         return None

@@ -1,12 +1,12 @@
 """The lazy `Tensor`: a handle on an IR node plus its autograd edge.
 
 Layer: frontend — imports engine.cuts, engine.device, engine.dtypes, engine.errors,
-engine.executor, engine.graph_key, engine.host_data, engine.host_reads, engine.ir, engine.mesh, engine.metrics,
-engine.phases, engine.runtime, engine.tape, printing. `apply` is the single entry point that
-records an op: it builds the node (shape/dtype checked now, so errors point at the user's line),
-attaches a GradFn when the tape is on, and registers the result as pending work. The PyTorch-
-named methods (arithmetic, shape ops, `backward`, in- place `*_`) are bound onto `Tensor` by
-`tensor_methods`, above the op front end.
+engine.executor, engine.graph_key, engine.host_data, engine.host_reads, engine.ir, engine.mesh,
+engine.metrics, engine.phases, engine.runtime, engine.tape, printing. `apply` is the single
+entry point that records an op: it builds the node (shape/dtype checked now, so errors point at
+the user's line), attaches a GradFn when the tape is on, and registers the result as pending
+work. The PyTorch- named methods (arithmetic, shape ops, `backward`, in- place `*_`) are bound
+onto `Tensor` by `tensor_methods`, above the op front end.
 """
 from __future__ import annotations
 

@@ -3,8 +3,7 @@ variants (which rebind the handle to a new node) and `backward`.
 
 Layer: frontend — imports backward, engine.device, engine.dtypes, engine.errors,
 engine.host_data, engine.runtime, host_writes, ops, primitives, random, random_methods,
-recording, tensor, views. The package
-imports it once, so every Tensor has its full API.
+recording, tensor, views. The package imports it once, so every Tensor has its full API.
 """
 from __future__ import annotations
 

@@ -50,7 +50,7 @@ class _Root:
 
 class _View:
     __slots__ = ("root", "parent", "kind", "args", "in_shape", "shape", "grad", "detached",
-                 "nograd", "multi", "lay", "noted")
+                 "nograd", "multi", "lay", "noted", "index")
 
     def __init__(self, root, parent, kind, args, in_shape, shape, detached, nograd):
         self.root = root          # the Tensor owning the storage (kept alive, as in PyTorch)
@@ -66,6 +66,7 @@ class _View:
         self.multi = parent is not None and parent.multi   # from split/chunk/unbind
         self.lay = None
         self.noted = None         # (as _Root.noted)
+        self.index = None         # the Python-int index it was taken at (host_writes)
 
 
 def _slice_rule(off, st, shape, args):
