@@ -3,9 +3,8 @@ softmax, log_softmax.
 
 Layer: frontend — imports engine.buckets, engine.dtypes, engine.fusion, engine.matmul_precision,
 engine.onednn, ops._core, ops._registry, ops.elementwise, ops.linalg, ops.reduction, ops.shape,
-tensor. The
-family's primitives (`<name>_p`) are declared here, beside the front end that records them:
-their gradient rules call the ops of this module and of those before it.
+tensor. The family's primitives (`<name>_p`) are declared here, beside the front end that
+records them: their gradient rules call the ops of this module and of those before it.
 """
 from __future__ import annotations
 
