@@ -491,4 +491,4 @@ def test_torch_names_through_the_shim(tmp_path):
                        env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True,
                        timeout=240)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "ok flowlite.int64 flowlite.Size([2, 10])" in r.stdout
+    assert "ok torch.int64 torch.Size([2, 10])" in r.stdout     # PyTorch's names under the hook

@@ -422,7 +422,11 @@ def apply(prim, inputs, attrs=(), shape=None, dtype=None):
 def name_grad_fn(out, name: str, src=None):
     """Give `out`'s autograd node the name PyTorch prints for the call that made it
     (`ViewBackward0` for `x.view()`, whose primitive, `reshape`, also serves `x[0]`); `src`:
-    the call's input, whose own node must keep its name when `out` is an alias sharing it."""
+    the call's input, whose own node must keep its name when `out` is an alias sharing it.
+    A (values, indices) pair (pooling with `return_indices`) names its values."""
+    if isinstance(out, tuple):
+        name_grad_fn(out[0], name, src)
+        return out
     e = out._edge
     if e.__class__ is _GradFn and (src is None or e is not src._edge):
         e.label = name
